@@ -1,0 +1,27 @@
+"""Source locations carried by IR nodes so that any later error can point at the user's file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A half-open source range; lines and columns are 1-based, as editors and MLIR count them."""
+
+    source: str
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.line}:{self.col}"
+
+    def merge(self, other: Span | None) -> Span:
+        """The smallest span covering both (used for a node built from several tokens)."""
+        if other is None:
+            return self
+        start = min((self.line, self.col), (other.line, other.col))
+        end = max((self.end_line, self.end_col), (other.end_line, other.end_col))
+        return Span(self.source, start[0], start[1], end[0], end[1])

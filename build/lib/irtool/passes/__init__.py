@@ -1,0 +1,1 @@
+"""Named passes and the pass manager (installed as `irtool.passes`)."""

@@ -1,0 +1,1 @@
+"""Analyses: type inference, well-formedness, liveness."""

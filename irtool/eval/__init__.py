@@ -1,0 +1,1 @@
+"""Interpreters: the numpy reference semantics."""

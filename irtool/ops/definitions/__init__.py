@@ -1,0 +1,1 @@
+"""Operator declarations, one module per family; importing this package registers them all."""
