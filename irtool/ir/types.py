@@ -10,9 +10,12 @@ _DEFAULT_BITS = {"bool": 1, "int": 32, "uint": 32, "float": 32, "bfloat": 16}
 
 
 class Type:
-    """Base of all Relay types."""
+    """Base of all Relay types; `str()` gives the Relay text syntax."""
 
     __slots__ = ()
+
+    def __str__(self) -> str:
+        return type_to_text(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,3 +122,29 @@ def dtype_bytes(dtype: str) -> int:
     """Bytes per element as TVM's planner counts them: ceil(bits * lanes / 8) (bool takes one byte)."""
     bits, lanes = dtype_bits(dtype)
     return (bits * lanes + 7) // 8
+
+
+def type_to_text(t: Type) -> str:
+    """A type in Relay text syntax (`Tensor[(1, 3), float32]`, `(T1, T2)`, `fn (A) -> B`, ...)."""
+    if isinstance(t, TensorType):
+        if not t.shape:
+            return t.dtype
+        dims = ", ".join(str(d) for d in t.shape)
+        return f"Tensor[({dims}), {t.dtype}]"
+    if isinstance(t, TupleType):
+        if len(t.fields) == 1:
+            return f"({type_to_text(t.fields[0])},)"
+        return "(" + ", ".join(type_to_text(f) for f in t.fields) + ")"
+    if isinstance(t, FuncType):
+        tparams = "[" + ", ".join(p.name for p in t.type_params) + "]" if t.type_params else ""
+        args = ", ".join(type_to_text(a) for a in t.arg_types)
+        return f"fn {tparams}({args}) -> {type_to_text(t.ret_type)}"
+    if isinstance(t, TypeVar):
+        return t.name
+    if isinstance(t, TypeCall):
+        return t.name + ("[" + ", ".join(type_to_text(a) for a in t.args) + "]" if t.args else "")
+    if isinstance(t, RefType):
+        return f"ref({type_to_text(t.value)})"
+    if isinstance(t, IncompleteType):
+        return "_"
+    raise TypeError(f"not a type: {t!r}")
