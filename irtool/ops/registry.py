@@ -37,8 +37,12 @@ class TypeRelError(Exception):
 class AttrField:
     """One attribute of an operator's schema.
 
-    `kind` is one of: int, float, bool, str, int_list, float_list, int_or_list, dtype, any.
-    `optional` allows `None` as a value.
+    `kind` is one of the keys of `irtool.ops.attrs.KINDS`: int, float, bool, str, dtype,
+    int_list, float_list, int_or_list, int_list_list, meta (a `meta[...][i]` reference), device
+    (a meta[VirtualDevice] reference, device number or name), any.
+    `optional` allows `None` as a value; `required` makes leaving the attribute out an error.
+    `check` validates a well-kinded value and returns an error message (or None when fine),
+    e.g. `positive` for `groups`, `lengths(1, 2, 4)` for `padding`.
     """
 
     name: str
@@ -46,6 +50,8 @@ class AttrField:
     default: AttrValue = None
     optional: bool = False
     doc: str = ""
+    required: bool = False
+    check: Callable[[AttrValue], str | None] | None = None
 
 
 # A value flowing through the interpreter: a tensor or a (nested) tuple of them.

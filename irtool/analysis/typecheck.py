@@ -1,0 +1,397 @@
+"""Type inference: fills `checked_type` on every expression of a module or a lone expression.
+
+Hindley-Milner style: every expression gets a type term, unannotated binders and `_` get fresh
+holes, and constraints are solved by unification (`unify.py`) as the walk goes. Polymorphic
+globals, constructors and function literals are instantiated with fresh holes at each call.
+All definitions of a module share one solver, so a global's unannotated parameter is solved by
+its callers; definitions are walked callees first so polymorphic schemes are settled before use.
+Operator calls apply the operator's type relation once their argument types are fully known;
+until then they wait, and are retried until nothing changes (TVM's solver does the same).
+
+The walk uses an explicit stack and visits each shared node once: its cost is linear in the
+number of distinct nodes, and its depth is not limited by Python's recursion limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from irtool.analysis.unify import Mismatch, Solver
+from irtool.ir.adt import Constructor, Pattern, PatternConstructor, PatternTuple, PatternVar
+from irtool.ir.expr import (Call, Constant, Expr, Function, GlobalVar, If, Let, Match, Op, RefCreate, RefRead,
+                            RefWrite, Tuple, TupleGetItem, Var)
+from irtool.ir.module import IRModule
+from irtool.ir.span import Span
+from irtool.ir.types import FuncType, IncompleteType, RefType, TensorType, TupleType, Type, TypeCall, scalar_type
+from irtool.ir.visitor import post_order
+from irtool.ops.registry import OpDef, TypeRelError, get_op
+from irtool.syntax.diagnostics import DiagnosticError
+
+_BOOL = scalar_type("bool")
+_UNIT = TupleType(())
+
+
+def infer_types(prog: IRModule | Expr, mod: IRModule | None = None) -> None:
+    """Type-check `prog` and set `checked_type` on each of its expressions.
+
+    A lone expression may refer to the globals and constructors of `mod`. Raises a located
+    `DiagnosticError` on the first type error, or when some type cannot be determined.
+    """
+    if isinstance(prog, IRModule):
+        _Inferencer(prog).run_module()
+    else:
+        _Inferencer(mod or IRModule()).run_expr(prog)
+
+
+def infer_expr_type(expr: Expr, mod: IRModule | None = None) -> Type:
+    """The checked type of a lone expression (its sub-expressions are annotated too)."""
+    infer_types(expr, mod)
+    assert expr.checked_type is not None
+    return expr.checked_type
+
+
+def describe(node: Expr) -> str:
+    """How an error message names an expression."""
+    if isinstance(node, Var):
+        return f"%{node.name_hint}" if node.name_hint else "a sequenced expression"
+    if isinstance(node, GlobalVar):
+        return f"@{node.name_hint}"
+    if isinstance(node, Call):
+        callee = node.op
+        if isinstance(callee, Op):
+            return f"call to {callee.name}"
+        if isinstance(callee, (GlobalVar, Var, Constructor)):
+            return f"call to {describe(callee) if not isinstance(callee, Constructor) else callee.name}"
+        return "call"
+    return {Function: "function", Let: "let", If: "if", Tuple: "tuple", TupleGetItem: "tuple projection",
+            RefCreate: "ref", RefRead: "ref_read", RefWrite: "ref_write", Match: "match",
+            Constant: "constant", Constructor: "constructor"}.get(type(node), type(node).__name__)
+
+
+@dataclass
+class _Waiting:
+    """An operator call (or, with `op` None, a tuple projection) whose argument types are incomplete yet."""
+
+    node: Call | TupleGetItem
+    op: OpDef | None
+    args: list[Type]
+    result: IncompleteType
+
+
+class _Inferencer:
+    def __init__(self, mod: IRModule) -> None:
+        self.mod = mod
+        self.solver = Solver()
+        self.terms: dict[int, Type] = {}
+        self.order: list[Expr] = []
+        self.started: set[int] = set()
+        self.var_types: dict[int, Type] = {}
+        self.ret_types: dict[int, Type] = {}
+        self.global_types: dict[str, FuncType] = {}
+        self.pending: list[_Waiting] = []
+
+    # -- entry points ------------------------------------------------------------------------------------
+    def run_module(self) -> None:
+        for name, func in self.mod.functions.items():
+            self.global_types[name] = self.function_type(func)
+        for name in _callees_first(self.mod):
+            self.visit(self.mod.functions[name])
+        self.finish()
+
+    def run_expr(self, expr: Expr) -> None:
+        for name, func in self.mod.functions.items():
+            self.global_types[name] = self.function_type(func)
+        self.visit(expr)
+        self.finish()
+
+    # -- terms of binders --------------------------------------------------------------------------------
+    def var_type(self, var: Var) -> Type:
+        t = self.var_types.get(id(var))
+        if t is None:
+            ann = var.type_annotation
+            t = self.solver.fresh() if ann is None else self.solver.import_type(ann)
+            self.var_types[id(var)] = t
+        return t
+
+    def ret_type(self, func: Function) -> Type:
+        t = self.ret_types.get(id(func))
+        if t is None:
+            t = self.solver.fresh() if func.ret_type is None else self.solver.import_type(func.ret_type)
+            self.ret_types[id(func)] = t
+        return t
+
+    def function_type(self, func: Function) -> FuncType:
+        return FuncType(tuple(self.var_type(p) for p in func.params), self.ret_type(func),
+                        tuple(func.type_params))
+
+    # -- the walk ------------------------------------------------------------------------------------------
+    def visit(self, root: Expr) -> None:
+        """Post-order over the DAG, with a mid-node step for `let` (after the value) and `match` (after the data)."""
+        stack: list[tuple[Expr, int]] = [(root, 0)]
+        while stack:
+            node, phase = stack.pop()
+            if phase == 1:
+                self.bind(node)
+                continue
+            if phase == 2:
+                self.terms[id(node)] = self.infer(node)
+                self.order.append(node)
+                continue
+            if id(node) in self.started:
+                continue
+            self.started.add(id(node))
+            stack.append((node, 2))
+            if isinstance(node, Let):
+                stack += [(node.body, 0), (node, 1), (node.value, 0), (node.var, 0)]
+            elif isinstance(node, Match):
+                stack.extend((c.rhs, 0) for c in reversed(node.clauses))
+                stack.append((node, 1))
+                stack.extend((v, 0) for c in reversed(node.clauses) for v in reversed(c.lhs.bound_vars()))
+                stack.append((node.data, 0))
+            elif isinstance(node, Call) and isinstance(node.op, Op):
+                stack.extend((a, 0) for a in reversed(node.args))
+            else:
+                stack.extend((c, 0) for c in reversed(node.children()))
+
+    def term(self, node: Expr) -> Type:
+        return self.terms[id(node)]
+
+    def unify(self, expected: Type, found: Type, at: Expr, what: str = "type mismatch") -> None:
+        try:
+            self.solver.unify(expected, found)
+        except Mismatch:
+            self.fail(f"{what}: expected {self.show(expected)}, found {self.show(found)}", at)
+
+    def show(self, t: Type) -> str:
+        return str(self.solver.resolve(t))
+
+    def fail(self, message: str, at: Expr | Pattern | None, fallback: Span | None = None) -> None:
+        span = at.span if at is not None and at.span is not None else fallback
+        raise DiagnosticError(message, span)
+
+    def bind(self, node: Expr) -> None:
+        if isinstance(node, Let):
+            self.unify(self.var_type(node.var), self.term(node.value), node.value)
+        elif isinstance(node, Match):
+            data_t = self.term(node.data)
+            for clause in node.clauses:
+                self.bind_pattern(clause.lhs, data_t, node)
+
+    def bind_pattern(self, root: Pattern, data_t: Type, match: Match) -> None:
+        stack: list[tuple[Pattern, Type]] = [(root, data_t)]
+        while stack:
+            pat, expected = stack.pop()
+            if isinstance(pat, PatternVar):
+                self.unify(self.var_type(pat.var), expected, pat.var)
+            elif isinstance(pat, PatternTuple):
+                fields = tuple(self.solver.fresh() for _ in pat.patterns)
+                self.pattern_unify(TupleType(fields), expected, pat, match)
+                stack.extend(zip(pat.patterns, fields))
+            elif isinstance(pat, PatternConstructor):
+                ctor_t = self.solver.instantiate(self.constructor_type(pat.constructor, pat, match))
+                self.pattern_unify(ctor_t.ret_type, expected, pat, match)
+                if len(pat.patterns) != len(ctor_t.arg_types):
+                    self.fail(f"constructor {pat.constructor.name} takes {len(ctor_t.arg_types)} fields, "
+                              f"pattern has {len(pat.patterns)}", pat, match.span)
+                stack.extend(zip(pat.patterns, ctor_t.arg_types))
+
+    def pattern_unify(self, pattern_t: Type, data_t: Type, pat: Pattern, match: Match) -> None:
+        try:
+            self.solver.unify(pattern_t, data_t)
+        except Mismatch:
+            self.fail(f"pattern of type {self.show(pattern_t)} cannot match a value of type {self.show(data_t)}",
+                      pat, match.span)
+
+    def constructor_type(self, ctor: Constructor, at: Expr | Pattern, match: Match | None = None) -> FuncType:
+        data = self.mod.type_defs.get(ctor.belong_to)
+        if data is None or ctor not in data.constructors:
+            self.fail(f"constructor {ctor.name} does not belong to a defined type", at,
+                      match.span if match is not None else None)
+        return FuncType(tuple(ctor.inputs), TypeCall(data.name, tuple(data.type_params)), tuple(data.type_params))
+
+    # -- one rule per node kind ------------------------------------------------------------------------
+    def infer(self, node: Expr) -> Type:
+        if isinstance(node, Var):
+            return self.var_type(node)
+        if isinstance(node, Constant):
+            return _constant_type(node.data)
+        if isinstance(node, Call):
+            return self.infer_call(node)
+        if isinstance(node, Tuple):
+            return TupleType(tuple(self.term(f) for f in node.fields))
+        if isinstance(node, TupleGetItem):
+            return self.infer_projection(node)
+        if isinstance(node, Let):
+            return self.term(node.body)
+        if isinstance(node, Function):
+            ret = self.ret_type(node)
+            self.unify(ret, self.term(node.body), node.body)
+            return self.function_type(node)
+        if isinstance(node, If):
+            self.unify(_BOOL, self.term(node.cond), node.cond, "if condition must be a bool scalar")
+            then_t = self.term(node.true_branch)
+            self.unify(then_t, self.term(node.false_branch), node.false_branch, "if branches differ")
+            return then_t
+        if isinstance(node, Match):
+            if not node.clauses:
+                return self.solver.fresh()
+            first = self.term(node.clauses[0].rhs)
+            for clause in node.clauses[1:]:
+                self.unify(first, self.term(clause.rhs), clause.rhs, "match clauses differ")
+            return first
+        if isinstance(node, GlobalVar):
+            t = self.global_types.get(node.name_hint)
+            if t is None:
+                self.fail(f"undefined global @{node.name_hint}", node)
+            return t
+        if isinstance(node, Constructor):
+            return self.constructor_type(node, node)
+        if isinstance(node, RefCreate):
+            return RefType(self.term(node.value))
+        if isinstance(node, RefRead):
+            inner = self.solver.fresh()
+            self.unify(RefType(inner), self.term(node.ref), node.ref)
+            return inner
+        if isinstance(node, RefWrite):
+            self.unify(RefType(self.term(node.value)), self.term(node.ref), node.ref)
+            return _UNIT
+        if isinstance(node, Op):
+            self.fail(f"operator {node.name} used as a value: only calls of operators have a type", node)
+        self.fail(f"cannot type {type(node).__name__} expressions", node)
+        raise AssertionError("unreachable")
+
+    def infer_projection(self, node: TupleGetItem) -> Type:
+        t = self.solver.find(self.term(node.tuple_value))
+        if isinstance(t, IncompleteType):
+            # Unknown yet: the projection needs the tuple's arity, so wait like an operator relation.
+            result = self.solver.fresh()
+            self.pending.append(_Waiting(node, None, [t], result))
+            return result
+        return self.project(node, t)
+
+    def project(self, node: TupleGetItem, t: Type) -> Type:
+        if not isinstance(t, TupleType):
+            self.fail(f"cannot project field {node.index} from a value of type {self.show(t)}", node)
+        if not 0 <= node.index < len(t.fields):
+            self.fail(f"tuple index {node.index} out of range for {self.show(t)}", node)
+        return t.fields[node.index]
+
+    def infer_call(self, node: Call) -> Type:
+        if isinstance(node.op, Op):
+            return self.infer_op_call(node, node.op)
+        callee_t = self.solver.find(self.term(node.op))
+        args = [self.term(a) for a in node.args]
+        if isinstance(callee_t, IncompleteType):
+            ret = self.solver.fresh()
+            self.unify(callee_t, FuncType(tuple(args), ret), node.op)
+            return ret
+        if not isinstance(callee_t, FuncType):
+            name = describe(node.op) if isinstance(node.op, (Var, GlobalVar)) else "this expression"
+            self.fail(f"cannot call {name}: it has type {self.show(callee_t)}, not a function", node)
+        fn_t = self.solver.instantiate(callee_t, tuple(self.solver.import_type(t) for t in node.type_args))
+        if len(fn_t.arg_types) != len(args):
+            self.fail(f"wrong number of arguments: {describe(node.op)} takes {len(fn_t.arg_types)}, "
+                      f"got {len(args)}", node)
+        for param_t, arg, arg_t in zip(fn_t.arg_types, node.args, args):
+            self.unify(param_t, arg_t, arg)
+        return fn_t.ret_type
+
+    def infer_op_call(self, node: Call, op: Op) -> Type:
+        opdef = get_op(op.name)
+        if opdef is None:
+            self.fail(f"unknown operator {op.name}", op, node.span)
+        if opdef.type_rel is None:
+            self.fail(f"no type relation for operator {op.name}", node)
+        if opdef.num_inputs is not None and opdef.num_inputs != len(node.args):
+            self.fail(f"{op.name} takes {opdef.num_inputs} arguments, got {len(node.args)}", node)
+        args = [self.solver.resolve(self.term(a)) for a in node.args]
+        if not any(self.solver.has_hole(t) for t in args):
+            return self.apply_relation(node, opdef, args)
+        waiting = _Waiting(node, opdef, args, self.solver.fresh())
+        self.pending.append(waiting)
+        return waiting.result
+
+    def apply_relation(self, node: Call, opdef: OpDef, args: list[Type]) -> Type:
+        assert opdef.type_rel is not None
+        try:
+            return opdef.type_rel(args, opdef.full_attrs(node.attrs))
+        except TypeRelError as err:
+            msg = str(err)
+            self.fail(msg if msg.startswith(f"{opdef.name}:") else f"{opdef.name}: {msg}", node)
+            raise AssertionError("unreachable") from err
+
+    def try_apply(self, p: _Waiting) -> bool:
+        """Apply a waiting relation if its inputs are known now; False if it must wait longer."""
+        if p.op is None:
+            assert isinstance(p.node, TupleGetItem)
+            t = self.solver.find(p.args[0])
+            if isinstance(t, IncompleteType):
+                return False
+            self.unify(p.result, self.project(p.node, t), p.node)
+            return True
+        assert isinstance(p.node, Call)
+        args = [self.solver.resolve(t) for t in p.args]
+        if any(self.solver.has_hole(t) for t in args):
+            return False
+        self.unify(p.result, self.apply_relation(p.node, p.op, args), p.node)
+        return True
+
+    def finish(self) -> None:
+        """Retry waiting relations to a fixpoint, then require every type to be fully known."""
+        progress = True
+        while self.pending and progress:
+            waiting, self.pending = self.pending, []
+            progress = False
+            for p in waiting:
+                if self.try_apply(p):
+                    progress = True
+                else:
+                    self.pending.append(p)
+        for p in self.pending:
+            inputs = p.node.args if isinstance(p.node, Call) else (p.node.tuple_value,)
+            for arg, t in zip(inputs, p.args):
+                if self.solver.has_hole(t):
+                    self.fail(f"cannot infer type of {describe(arg)}", arg, p.node.span)
+        resolved: list[tuple[Expr, Type]] = []
+        for node in self.order:
+            t = self.solver.resolve(self.terms[id(node)])
+            if self.solver.has_hole(t):
+                self.fail(f"cannot infer type of {describe(node)} (only {t} is known)", node)
+            resolved.append((node, t))
+        for node, t in resolved:
+            node.checked_type = t
+
+
+def _constant_type(data: np.ndarray) -> TensorType:
+    return TensorType(tuple(int(d) for d in data.shape), str(data.dtype))
+
+
+def _callees_first(mod: IRModule) -> list[str]:
+    """Function names in reverse topological order of the global call graph (iteratively)."""
+    refs: dict[str, list[str]] = {}
+    for name, func in mod.functions.items():
+        seen: list[str] = []
+        for node in post_order(func):
+            if isinstance(node, GlobalVar) and node.name_hint in mod.functions and node.name_hint not in seen:
+                seen.append(node.name_hint)
+        refs[name] = seen
+    order: list[str] = []
+    done: set[str] = set()
+    for root in mod.functions:
+        if root in done:
+            continue
+        done.add(root)
+        stack: list[tuple[str, int]] = [(root, 0)]
+        while stack:
+            name, i = stack.pop()
+            if i < len(refs[name]):
+                stack.append((name, i + 1))
+                callee = refs[name][i]
+                if callee not in done:
+                    done.add(callee)
+                    stack.append((callee, 0))
+            else:
+                order.append(name)
+    return order

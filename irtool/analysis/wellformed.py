@@ -1,0 +1,198 @@
+"""The well-formedness check: binding and scoping rules that type inference takes for granted.
+
+- every variable is bound by one binder (a `let`, a function parameter or a pattern), once;
+- every use of a bound variable is inside its binder's scope (a `let` variable is in scope in its
+  own value, so a let-bound function may call itself, as in TVM);
+- variables bound nowhere (free variables) are allowed only in a lone expression (they are its
+  inputs, e.g. `free_var %x`), never in a module's functions;
+- every global a module mentions is defined in it, and every constructor (in expressions and
+  patterns) is one of a defined type's constructors.
+
+Shared (DAG) nodes are checked where they are first reached and, at every later use, their free
+variables are checked against that use's scope, so a graph binding `%0 = ...` that escapes the
+scope of a variable it uses is caught. Both walks use explicit stacks.
+"""
+
+from __future__ import annotations
+
+from irtool.ir.adt import Constructor, Pattern, PatternConstructor, PatternTuple
+from irtool.ir.expr import Expr, Function, GlobalVar, Let, Match, Var
+from irtool.ir.module import IRModule
+from irtool.ir.span import Span
+from irtool.ir.visitor import post_order
+from irtool.syntax.diagnostics import DiagnosticError
+
+
+def check_well_formed(prog: IRModule | Expr, mod: IRModule | None = None) -> None:
+    """Raise a located `DiagnosticError` for the first violated rule (see the module docstring).
+
+    A lone expression may refer to the globals and constructors of `mod`.
+    """
+    if isinstance(prog, IRModule):
+        checker = _Checker(prog, allow_free=False)
+        for name, func in prog.functions.items():
+            checker.check(func, f"@{name}", prog.def_spans.get(name))
+    else:
+        _Checker(mod or IRModule(), allow_free=True).check(prog, "the expression", prog.span)
+
+
+def binders(node: Expr) -> list[Var]:
+    """The variables a node binds for (part of) its children."""
+    if isinstance(node, Let):
+        return [node.var]
+    if isinstance(node, Function):
+        return list(node.params)
+    if isinstance(node, Match):
+        return [v for c in node.clauses for v in c.lhs.bound_vars()]
+    return []
+
+
+def shared_free_vars(order: list[Expr]) -> dict[int, set[int]]:
+    """Free variables (by id) of every node with more than one parent; `order` is a post-order.
+
+    Computed bottom-up; a child's set is reused in place when the child has a single parent, so a
+    long let chain costs linear time instead of copying ever-growing sets.
+    """
+    counts: dict[int, int] = {}
+    for node in order:
+        for child in node.children():
+            counts[id(child)] = counts.get(id(child), 0) + 1
+    fv: dict[int, set[int]] = {}
+    shared: dict[int, set[int]] = {}
+    for node in order:
+        if isinstance(node, Var):
+            fv[id(node)] = {id(node)}
+            continue
+        parts: list[tuple[Expr, set[int]]] = []
+        if isinstance(node, Let):
+            parts = [(node.value, {id(node.var)}), (node.body, {id(node.var)})]
+        elif isinstance(node, Function):
+            parts = [(node.body, {id(p) for p in node.params})]
+        elif isinstance(node, Match):
+            parts = [(node.data, set())]
+            parts += [(c.rhs, {id(v) for v in c.lhs.bound_vars()}) for c in node.clauses]
+        else:
+            parts = [(c, set()) for c in node.children()]
+        owned: list[set[int]] = []
+        borrowed: list[set[int]] = []
+        for child, excluded in parts:
+            cs = fv[id(child)]
+            unique = counts.get(id(child), 0) <= 1 and not isinstance(child, Var)
+            if excluded and not cs.isdisjoint(excluded):
+                if unique:
+                    cs.difference_update(excluded)
+                else:
+                    cs, unique = cs - excluded, True
+            (owned if unique else borrowed).append(cs)
+        owned.sort(key=len, reverse=True)
+        result = owned[0] if owned else set()
+        for cs in owned[1:] + borrowed:
+            result |= cs
+        fv[id(node)] = result
+        for child in node.children():
+            if counts.get(id(child), 0) <= 1 and not isinstance(child, Var):
+                fv.pop(id(child), None)
+        if counts.get(id(node), 0) > 1:
+            shared[id(node)] = result
+    return shared
+
+
+class _Checker:
+    def __init__(self, mod: IRModule, allow_free: bool) -> None:
+        self.mod = mod
+        self.allow_free = allow_free
+        self.bound_once: set[int] = set()
+        self.visited: set[int] = set()
+
+    def check(self, root: Expr, where: str, where_span: Span | None) -> None:
+        """Check one function (or the lone expression); each is its own binding world, as in TVM."""
+        self.bound_once.clear()
+        self.visited.clear()
+        order = post_order(root)
+        all_bound = {id(v) for node in order for v in binders(node)}
+        shared = shared_free_vars(order)
+        in_scope: set[int] = set()
+        # Entries: ("visit", node, parent) | ("bind", vars, node) | ("unbind", vars, None)
+        stack: list[tuple[str, object, Expr | None]] = [("visit", root, None)]
+        while stack:
+            action, item, parent = stack.pop()
+            if action == "bind":
+                self.bind(item, parent, in_scope)  # type: ignore[arg-type]
+                continue
+            if action == "unbind":
+                in_scope.difference_update(id(v) for v in item)  # type: ignore[union-attr]
+                continue
+            node: Expr = item  # type: ignore[assignment]
+            at = parent.span if parent is not None and parent.span is not None else where_span
+            if isinstance(node, Var):
+                self.use(node, in_scope, all_bound, where, at)
+                continue
+            if id(node) in self.visited:
+                for var_id in shared.get(id(node), ()):
+                    if var_id not in in_scope and (var_id in all_bound or not self.allow_free):
+                        self.fail_scope(_var_of(node, var_id), where, node.span or at)
+                continue
+            self.visited.add(id(node))
+            self.check_globals(node, at)
+            if isinstance(node, Let):
+                stack += [("unbind", [node.var], None), ("visit", node.body, node), ("visit", node.value, node),
+                          ("bind", [node.var], node)]
+            elif isinstance(node, Function):
+                stack += [("unbind", node.params, None), ("visit", node.body, node), ("bind", node.params, node)]
+            elif isinstance(node, Match):
+                for clause in reversed(node.clauses):
+                    self.check_pattern(clause.lhs, node)
+                    pattern_vars = clause.lhs.bound_vars()
+                    stack += [("unbind", pattern_vars, None), ("visit", clause.rhs, node),
+                              ("bind", pattern_vars, node)]
+                stack.append(("visit", node.data, node))
+            else:
+                stack.extend(("visit", c, node) for c in reversed(node.children()))
+
+    def bind(self, variables: list[Var], binder: Expr, in_scope: set[int]) -> None:
+        for var in variables:
+            if id(var) in self.bound_once:
+                raise DiagnosticError(f"variable %{var.name_hint} is bound more than once",
+                                      var.span or binder.span)
+            self.bound_once.add(id(var))
+            in_scope.add(id(var))
+
+    def use(self, var: Var, in_scope: set[int], all_bound: set[int], where: str, at: Span | None) -> None:
+        if id(var) in in_scope:
+            return
+        if id(var) in all_bound:
+            self.fail_scope(var, where, at)
+        if not self.allow_free:
+            raise DiagnosticError(f"free variable %{var.name_hint} in {where}", at or var.span)
+
+    def fail_scope(self, var: Var | None, where: str, at: Span | None) -> None:
+        name = f"%{var.name_hint}" if var is not None else "a variable"
+        raise DiagnosticError(f"{name} is used outside the scope of its binding in {where}", at)
+
+    def check_globals(self, node: Expr, at: Span | None) -> None:
+        if isinstance(node, GlobalVar) and node.name_hint not in self.mod.functions:
+            raise DiagnosticError(f"undefined global @{node.name_hint}", node.span or at)
+        if isinstance(node, Constructor):
+            self.check_constructor(node, node.span or at)
+
+    def check_constructor(self, ctor: Constructor, at: Span | None) -> None:
+        data = self.mod.type_defs.get(ctor.belong_to)
+        if data is None or ctor not in data.constructors:
+            raise DiagnosticError(f"constructor {ctor.name} does not belong to a defined type", at)
+
+    def check_pattern(self, root: Pattern, match: Match) -> None:
+        stack = [root]
+        while stack:
+            pat = stack.pop()
+            if isinstance(pat, PatternConstructor):
+                self.check_constructor(pat.constructor, pat.span or match.span)
+            if isinstance(pat, (PatternConstructor, PatternTuple)):
+                stack.extend(pat.patterns)
+
+
+def _var_of(root: Expr, var_id: int) -> Var | None:
+    """The variable with this id inside `root` (only used to name it in an error)."""
+    for node in post_order(root):
+        if isinstance(node, Var) and id(node) == var_id:
+            return node
+    return None

@@ -1,0 +1,211 @@
+"""`irtool-run`: run a Relay program on numpy inputs with the reference interpreter.
+
+    irtool-run FILE|- [--entry main] [--input NAME=file.npy]... [--inputs inputs.npz] [--seed N] [-o outputs.npz]
+
+Scripts rely on this interface (option names, the `outputN` keys of the output file, the summary
+line format), so keep it stable. Inputs are either all given (`.npz` keys and `--input` names are
+parameter names without `%`; a tuple parameter `%t` is given as `t.0`, `t.1`, ...) or all drawn
+from a seeded generator: floats uniform in [-1, 1), integers in [0, 8), booleans fair coins.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+
+import numpy as np
+
+from irtool.eval.interpreter import name_list, param_type, run_function, signature
+from irtool.eval.values import Value, flatten_value, numpy_dtype
+from irtool.ir.expr import Expr, Function
+from irtool.ir.module import IRModule
+from irtool.ir.types import TensorType, TupleType, Type, type_to_text
+from irtool.ir.visitor import free_vars
+from irtool.syntax.diagnostics import DiagnosticError
+from irtool.tools.common import parse_args, read_source, run_tool
+
+PROG = "irtool-run"
+_SHOWN_VALUES = 6
+
+
+def build_arg_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog=PROG, description="Run a Relay program with the reference interpreter.")
+    ap.add_argument("file", help="the .relay file to run, or - for standard input")
+    ap.add_argument("--entry", default="main", help="the global function to call (default: main)")
+    ap.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
+                    help="one input from a .npy file (repeatable)")
+    ap.add_argument("--inputs", metavar="FILE.npz", help="inputs from an .npz file keyed by parameter name")
+    ap.add_argument("--seed", type=int, default=0,
+                    help="seed of the random inputs used when none are given (default: 0)")
+    ap.add_argument("-o", "--output", metavar="FILE.npz", help="write the outputs as output0, output1, ...")
+    return ap
+
+
+def load_module(name: str, text: str, entry: str) -> IRModule:
+    """Parse and verify; a lone expression becomes `@entry` with its free variables as parameters."""
+    from irtool.analysis.typecheck import infer_types
+    from irtool.analysis.wellformed import check_well_formed
+    from irtool.syntax.parser import parse
+
+    program = parse(text, name)
+    check_well_formed(program)
+    infer_types(program)
+    if isinstance(program, Expr):
+        mod = IRModule()
+        mod.add_function(entry, Function(free_vars(program), program, span=program.span))
+        return mod
+    return program
+
+
+def _load_array(path: str) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise DiagnosticError(f"cannot read input file {path}: {e}") from None
+
+
+def given_inputs(inputs_npz: str | None, singles: Sequence[str]) -> dict[str, np.ndarray]:
+    """Arrays from `--inputs` and `--input NAME=FILE` (the latter win), keyed by name without `%`."""
+    arrays: dict[str, np.ndarray] = {}
+    if inputs_npz is not None:
+        try:
+            with np.load(inputs_npz, allow_pickle=False) as data:
+                if not hasattr(data, "files"):
+                    raise DiagnosticError(f"{inputs_npz} is a single array, not an .npz archive of named inputs")
+                arrays.update((key.lstrip("%"), data[key]) for key in data.files)
+        except (OSError, ValueError) as e:
+            raise DiagnosticError(f"cannot read inputs file {inputs_npz}: {e}") from None
+    for item in singles:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise DiagnosticError(f"--input expects NAME=FILE.npy, got `{item}`")
+        arrays[name.lstrip("%")] = _load_array(path)
+    return arrays
+
+
+def assemble_inputs(entry: str, func: Function, arrays: dict[str, np.ndarray]) -> dict[str, Value]:
+    """Parameter values from named arrays; a tuple parameter `%t` takes `t.0`, `t.1`, ..."""
+    out: dict[str, Value] = {}
+    used: set[str] = set()
+    for p in func.params:
+        name = p.name_hint
+        t = param_type(p)
+        if isinstance(t, TupleType) and name not in arrays:
+            out[name] = _assemble(t, name, arrays, used, entry, func)
+        elif name in arrays:
+            out[name] = arrays[name]
+            used.add(name)
+    extra = sorted(set(arrays) - used)
+    if extra:
+        raise DiagnosticError(f"{signature(entry, func)}; {name_list('unexpected input', extra)}")
+    return out
+
+
+def _assemble(t: Type, name: str, arrays: dict[str, np.ndarray], used: set[str],
+              entry: str, func: Function) -> Value:
+    if isinstance(t, TupleType):
+        return tuple(_assemble(f, f"{name}.{i}", arrays, used, entry, func) for i, f in enumerate(t.fields))
+    if name not in arrays:
+        raise DiagnosticError(f"{signature(entry, func)}; missing input `{name}`")
+    used.add(name)
+    return arrays[name]
+
+
+def random_inputs(entry: str, func: Function, seed: int) -> dict[str, Value]:
+    """Deterministic inputs drawn from the parameter types, in parameter order from one generator."""
+    rng = np.random.default_rng(seed)
+    return {p.name_hint: _random_value(param_type(p), p.name_hint, rng, entry, func) for p in func.params}
+
+
+def _random_value(t: Type | None, name: str, rng: np.random.Generator, entry: str, func: Function) -> Value:
+    if isinstance(t, TupleType):
+        return tuple(_random_value(f, f"{name}.{i}", rng, entry, func) for i, f in enumerate(t.fields))
+    if not isinstance(t, TensorType) or not t.is_static:
+        what = "its type is unknown" if t is None else f"it has type {type_to_text(t)}"
+        raise DiagnosticError(f"cannot make a random input for %{name}: {what}; "
+                              f"pass the inputs with --input/--inputs ({signature(entry, func)})")
+    shape = tuple(int(d) for d in t.shape)  # type: ignore[arg-type]
+    dtype = numpy_dtype(t.dtype)
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    if np.issubdtype(dtype, np.integer):
+        return rng.integers(0, 8, size=shape).astype(dtype)
+    return rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
+
+
+def summarize(index: int, array: np.ndarray) -> str:
+    """`output0: Tensor[(1, 10), float32] min=... max=... mean=... sha256=...` and the first values."""
+    kind = type_to_text(TensorType(tuple(array.shape), str(array.dtype)))
+    digest = hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()[:12]
+    line = f"output{index}: {kind}"
+    if array.size:
+        line += (f" min={_number(array.min())} max={_number(array.max())} "
+                 f"mean={_number(array.mean(dtype=np.float64))}")
+    line += f" sha256={digest}"
+    flat = array.reshape(-1)[:_SHOWN_VALUES]
+    shown = ", ".join(_number(v) for v in flat)
+    more = ", ..." if array.size > _SHOWN_VALUES else ""
+    return f"{line}\n  values: [{shown}{more}]"
+
+
+def _number(v: object) -> str:
+    if isinstance(v, (bool, np.bool_)):
+        return str(bool(v))
+    if isinstance(v, (np.integer, int)):
+        return str(int(v))
+    return f"{float(v):.6g}"  # type: ignore[arg-type]
+
+
+def write_outputs(path: str, arrays: list[np.ndarray]) -> None:
+    """Write `output0`, `output1`, ... atomically: a temporary file beside `path`, then a rename."""
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".irtool-run-", suffix=".npz", dir=directory)
+    except OSError as e:
+        raise DiagnosticError(f"cannot write {path}: {e}") from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, **{f"output{i}": a for i, a in enumerate(arrays)})
+        os.replace(tmp, path)
+    except OSError as e:
+        os.unlink(tmp)
+        raise DiagnosticError(f"cannot write {path}: {e}") from None
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def run(args: argparse.Namespace) -> int:
+    name, text = read_source(args.file)
+    mod = load_module(name, text, args.entry)
+    func = mod.functions.get(args.entry)
+    if func is None:
+        known = ", ".join(f"@{n}" for n in mod.functions) or "none"
+        raise DiagnosticError(f"no function @{args.entry} in {name} (functions: {known})")
+    arrays = given_inputs(args.inputs, args.input)
+    if arrays or (args.inputs is not None):
+        inputs = assemble_inputs(args.entry, func, arrays)
+    else:
+        inputs = random_inputs(args.entry, func, args.seed)
+    outputs = flatten_value(run_function(mod, inputs, args.entry))
+    for i, array in enumerate(outputs):
+        print(summarize(i, array))
+    if args.output is not None:
+        write_outputs(args.output, outputs)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(build_arg_parser(), argv)
+    if isinstance(args, int):
+        return args
+    return run_tool(PROG, lambda: run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
