@@ -1,7 +1,7 @@
 """`eliminate-common-subexpr`: one node for each distinct pure computation.
 
 Two operator calls (or tuples, or projections) with the same operator, attributes and the same
-rewritten arguments become one shared node. Sharing stays within a scope: a computation in one
+rewritten arguments (or equal scalar constants) become one shared node. Sharing stays within a scope: a computation in one
 `if` branch, `match` clause or function body is not merged with one outside it, so no value is
 computed where it was not before. Calls of globals and closures are never merged (they may have
 effects); neither are constants (they are not computations).
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from irtool.ir.expr import Call, Expr, Function, If, Let, Match, Op, Tuple, TupleGetItem
+from irtool.ir.expr import Call, Constant, Expr, Function, If, Let, Match, Op, Tuple, TupleGetItem
 from irtool.ir.module import IRModule
 from irtool.ir.visitor import ExprMutator
 from irtool.passes.base import ModulePass, register_pass
@@ -48,6 +48,13 @@ def scope_ids(root: Expr) -> dict[int, int]:
     return scope
 
 
+def _operand_key(expr: Expr) -> object:
+    """Operands match by identity, except that scalar constants match by value (as in TVM)."""
+    if isinstance(expr, Constant) and expr.data.ndim == 0:
+        return ("scalar", expr.data.dtype.str, expr.data.tobytes())
+    return id(expr)
+
+
 class _CSE(ExprMutator):
     def __init__(self, scope: dict[int, int]) -> None:
         super().__init__()
@@ -63,13 +70,13 @@ class _CSE(ExprMutator):
         assert isinstance(rebuilt, Call)
         if not isinstance(rebuilt.op, Op):
             return rebuilt
-        key = ("call", rebuilt.op.name, rebuilt.attrs, rebuilt.type_args, tuple(id(a) for a in rebuilt.args))
+        key = ("call", rebuilt.op.name, rebuilt.attrs, rebuilt.type_args, tuple(_operand_key(a) for a in rebuilt.args))
         return self._share(node, rebuilt, key)
 
     def rewrite_tuple(self, node: Tuple) -> Expr:
         rebuilt = super().rewrite_tuple(node)
         assert isinstance(rebuilt, Tuple)
-        return self._share(node, rebuilt, ("tuple", tuple(id(f) for f in rebuilt.fields)))
+        return self._share(node, rebuilt, ("tuple", tuple(_operand_key(f) for f in rebuilt.fields)))
 
     def rewrite_tuple_get_item(self, node: TupleGetItem) -> Expr:
         rebuilt = super().rewrite_tuple_get_item(node)

@@ -359,7 +359,7 @@ def timing_report(rows: Sequence[tuple[str, float]]) -> str:
     """An MLIR-style execution time report, one row per pass (and verification step)."""
     total = sum(t for _, t in rows) or 1e-12
     bar = "===" + "-" * 73 + "==="
-    lines = [bar, "... Pass execution timing report ...".center(79), bar,
+    lines = [bar, "... Pass execution timing report ...".center(79).rstrip(), bar,
              f"  Total Execution Time: {total:.4f} seconds", "", "  ----Wall Time----  ----Name----"]
     for name, seconds in rows:
         lines.append(f"  {seconds:8.4f} ({100 * seconds / total:5.1f}%)  {name}")

@@ -253,7 +253,7 @@ class PostDominatorTree:
             p_jump = jump[node]
             if p_jump != node and depth[node] - depth[p_jump] == depth[p_jump] - depth[jump[p_jump]]:
                 jump[i] = jump[p_jump]
-                jump_pattern[i] = max(acc, jump_pattern[node])
+                jump_pattern[i] = max(acc, jump_pattern[node], jump_pattern[p_jump])
             else:
                 jump[i] = node
                 jump_pattern[i] = acc

@@ -14,6 +14,7 @@ number of distinct nodes, and its depth is not limited by Python's recursion lim
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,10 +40,16 @@ def infer_types(prog: IRModule | Expr, mod: IRModule | None = None) -> None:
     A lone expression may refer to the globals and constructors of `mod`. Raises a located
     `DiagnosticError` on the first type error, or when some type cannot be determined.
     """
-    if isinstance(prog, IRModule):
-        _Inferencer(prog).run_module()
-    else:
-        _Inferencer(mod or IRModule()).run_expr(prog)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # the walk allocates many long-lived objects; cyclic collections only cost time here
+    try:
+        if isinstance(prog, IRModule):
+            _Inferencer(prog).run_module()
+        else:
+            _Inferencer(mod or IRModule()).run_expr(prog)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
 
 
 def infer_expr_type(expr: Expr, mod: IRModule | None = None) -> Type:

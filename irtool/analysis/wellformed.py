@@ -57,6 +57,8 @@ def shared_free_vars(order: list[Expr]) -> dict[int, set[int]]:
     for node in order:
         for child in node.children():
             counts[id(child)] = counts.get(id(child), 0) + 1
+    if not any(n > 1 and not isinstance(node, Var) for node in order if (n := counts.get(id(node), 0))):
+        return {}  # a tree apart from variable uses (e.g. a let chain): nothing to check at reuses
     fv: dict[int, set[int]] = {}
     shared: dict[int, set[int]] = {}
     for node in order:
@@ -112,44 +114,46 @@ class _Checker:
         all_bound = {id(v) for node in order for v in binders(node)}
         shared = shared_free_vars(order)
         in_scope: set[int] = set()
-        # Entries: ("visit", node, parent) | ("bind", vars, node) | ("unbind", vars, None)
-        stack: list[tuple[str, object, Expr | None]] = [("visit", root, None)]
+        visited = self.visited
+        # Entries: (VISIT, node, parent) | (BIND, vars, binder) | (UNBIND, vars, None)
+        stack: list[tuple[int, object, Expr | None]] = [(_VISIT, root, None)]
         while stack:
             action, item, parent = stack.pop()
-            if action == "bind":
+            if action == _VISIT:
+                node: Expr = item  # type: ignore[assignment]
+                if isinstance(node, Var):
+                    if id(node) not in in_scope:
+                        self.unbound_use(node, all_bound, where, _span_of(parent, where_span))
+                elif id(node) in visited:
+                    for var_id in shared.get(id(node), ()):
+                        if var_id not in in_scope and (var_id in all_bound or not self.allow_free):
+                            self.fail_scope(_var_of(node, var_id), where, node.span or _span_of(parent, where_span))
+                else:
+                    visited.add(id(node))
+                    self.push_children(node, stack, where_span if parent is None else parent.span or where_span)
+            elif action == _BIND:
                 self.bind(item, parent, in_scope)  # type: ignore[arg-type]
-                continue
-            if action == "unbind":
-                in_scope.difference_update(id(v) for v in item)  # type: ignore[union-attr]
-                continue
-            node: Expr = item  # type: ignore[assignment]
-            at = parent.span if parent is not None and parent.span is not None else where_span
-            if isinstance(node, Var):
-                self.use(node, in_scope, all_bound, where, at)
-                continue
-            if id(node) in self.visited:
-                for var_id in shared.get(id(node), ()):
-                    if var_id not in in_scope and (var_id in all_bound or not self.allow_free):
-                        self.fail_scope(_var_of(node, var_id), where, node.span or at)
-                continue
-            self.visited.add(id(node))
-            self.check_globals(node, at)
-            if isinstance(node, Let):
-                stack += [("unbind", [node.var], None), ("visit", node.body, node), ("visit", node.value, node),
-                          ("bind", [node.var], node)]
-            elif isinstance(node, Function):
-                stack += [("unbind", node.params, None), ("visit", node.body, node), ("bind", node.params, node)]
-            elif isinstance(node, Match):
-                for clause in reversed(node.clauses):
-                    self.check_pattern(clause.lhs, node)
-                    pattern_vars = clause.lhs.bound_vars()
-                    stack += [("unbind", pattern_vars, None), ("visit", clause.rhs, node),
-                              ("bind", pattern_vars, node)]
-                stack.append(("visit", node.data, node))
             else:
-                stack.extend(("visit", c, node) for c in reversed(node.children()))
+                in_scope.difference_update(id(v) for v in item)  # type: ignore[union-attr]
 
-    def bind(self, variables: list[Var], binder: Expr, in_scope: set[int]) -> None:
+    def push_children(self, node: Expr, stack: list[tuple[int, object, Expr | None]], at: Span | None) -> None:
+        """Schedule a node's children, with its binders in scope for the parts they cover."""
+        if isinstance(node, Let):
+            stack += [(_UNBIND, (node.var,), None), (_VISIT, node.body, node), (_VISIT, node.value, node),
+                      (_BIND, (node.var,), node)]
+        elif isinstance(node, Function):
+            stack += [(_UNBIND, node.params, None), (_VISIT, node.body, node), (_BIND, node.params, node)]
+        elif isinstance(node, Match):
+            for clause in reversed(node.clauses):
+                self.check_pattern(clause.lhs, node)
+                pattern_vars = clause.lhs.bound_vars()
+                stack += [(_UNBIND, pattern_vars, None), (_VISIT, clause.rhs, node), (_BIND, pattern_vars, node)]
+            stack.append((_VISIT, node.data, node))
+        else:
+            self.check_globals(node, at)
+            stack.extend((_VISIT, c, node) for c in reversed(node.children()))
+
+    def bind(self, variables: tuple[Var, ...] | list[Var], binder: Expr, in_scope: set[int]) -> None:
         for var in variables:
             if id(var) in self.bound_once:
                 raise DiagnosticError(f"variable %{var.name_hint} is bound more than once",
@@ -157,9 +161,8 @@ class _Checker:
             self.bound_once.add(id(var))
             in_scope.add(id(var))
 
-    def use(self, var: Var, in_scope: set[int], all_bound: set[int], where: str, at: Span | None) -> None:
-        if id(var) in in_scope:
-            return
+    def unbound_use(self, var: Var, all_bound: set[int], where: str, at: Span | None) -> None:
+        """A use of a variable not in scope: an error unless it is a lone expression's free variable."""
         if id(var) in all_bound:
             self.fail_scope(var, where, at)
         if not self.allow_free:
@@ -188,6 +191,13 @@ class _Checker:
                 self.check_constructor(pat.constructor, pat.span or match.span)
             if isinstance(pat, (PatternConstructor, PatternTuple)):
                 stack.extend(pat.patterns)
+
+
+_VISIT, _BIND, _UNBIND = 0, 1, 2
+
+
+def _span_of(parent: Expr | None, fallback: Span | None) -> Span | None:
+    return parent.span if parent is not None and parent.span is not None else fallback
 
 
 def _var_of(root: Expr, var_id: int) -> Var | None:

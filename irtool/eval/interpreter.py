@@ -17,23 +17,25 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from irtool.ir.adt import Constructor, Pattern, PatternConstructor, PatternTuple, PatternVar
-from irtool.ir.expr import (Call, Constant, Expr, Function, GlobalVar, If, Let, Match, Op, RefCreate,
+from irtool.ir.expr import (EMPTY_ATTRS, Call, Constant, Expr, Function, GlobalVar, If, Let, Match, Op, RefCreate,
                             RefRead, RefWrite, Tuple, TupleGetItem, Var)
 from irtool.ir.module import IRModule
 from irtool.ir.span import Span
 from irtool.ir.types import IncompleteType, TensorType, TupleType, Type, type_to_text
 from irtool.ir.visitor import free_vars
-from irtool.ops.registry import get_op
+from irtool.ops.registry import OpDef, get_op
 from irtool.syntax.diagnostics import DiagnosticError
 from irtool.eval.values import ADTValue, Closure, RefValue, Value, describe, flatten_value, numpy_dtype
 
-__all__ = ["Interpreter", "bind_arguments", "evaluate", "flatten_value", "param_type", "run_function", "signature"]
+__all__ = ["Interpreter", "bind_arguments", "evaluate", "flatten_value", "param_type", "run_function",
+           "signature", "entry_function", "name_list"]
 
 Frame = dict[int, Value]
 
 # Task codes of the machine. `_EVAL` evaluates a node and pushes its value; the others are
 # continuations that consume the values their sub-expressions pushed.
 _EVAL, _STORE, _CALL, _CALL_OP, _TUPLE, _GET_ITEM, _LET, _IF, _MATCH, _REF_CREATE, _REF_READ, _REF_WRITE = range(12)
+_MISSING = object()
 
 
 class Interpreter:
@@ -44,7 +46,8 @@ class Interpreter:
         self._globals: dict[str, Closure] = {}
         # Per-node caches keyed by id(); each entry keeps its node so a recycled id cannot match.
         self._captures: dict[int, tuple[Function, tuple[Var, ...]]] = {}
-        self._kernels: dict[int, tuple[Call, object, dict[str, object]]] = {}
+        self._attrs: dict[int, tuple[Call, dict[str, object]]] = {}
+        self._ops: dict[str, tuple[OpDef, dict[str, object]]] = {}
 
     # ----------------------------------------------------------------------------------------
     # Public entry points
@@ -93,6 +96,18 @@ class Interpreter:
                 if t is Call:
                     args = node.args
                     if type(node.op) is Op:
+                        # Fast path: arguments already known (A-normal form, let chains) need no tasks.
+                        ready: list[Value] = []
+                        for a in args:
+                            value = a.data if type(a) is Constant else f.get(id(a), _MISSING)
+                            if value is _MISSING:
+                                break
+                            ready.append(value)
+                        else:
+                            value = self._compute(node, ready)
+                            f[key] = value
+                            vals.append(value)
+                            continue
                         push((_CALL_OP, node, f))
                         for a in reversed(args):
                             push((_EVAL, a, f))
@@ -262,26 +277,37 @@ class Interpreter:
 
     def _compute(self, call: Call, args: list[Value], callee: Op | None = None) -> Value:
         """Run an operator's reference implementation; failures are located at the call."""
-        entry = self._kernels.get(id(call))
-        if entry is None or entry[0] is not call:
-            op = callee if callee is not None else call.op
-            opdef = get_op(op.name)  # type: ignore[union-attr]
-            if opdef is None:
-                raise DiagnosticError(f"unknown operator {op.name}", call.span)  # type: ignore[union-attr]
-            if opdef.compute is None:
-                raise DiagnosticError(f"operator {opdef.name} has no reference implementation", call.span)
-            entry = self._kernels[id(call)] = (call, opdef.compute, opdef.full_attrs(call.attrs))
-        _, kernel, attrs = entry
+        op = callee if callee is not None else call.op
+        entry = self._ops.get(op.name)  # type: ignore[union-attr]
+        if entry is None:
+            entry = self._ops[op.name] = self._kernel(op.name, call)  # type: ignore[union-attr]
+        opdef, defaults = entry
+        if call.attrs:
+            cached = self._attrs.get(id(call))
+            if cached is None or cached[0] is not call:
+                cached = self._attrs[id(call)] = (call, opdef.full_attrs(call.attrs))
+            attrs = cached[1]
+        else:
+            attrs = defaults
         try:
-            result = kernel(args, attrs)  # type: ignore[operator]
+            result = opdef.compute(args, attrs)  # type: ignore[misc]
         except DiagnosticError:
             raise
         except Exception as exc:  # a kernel rejecting its inputs is the user's program's fault
-            name = (callee or call.op).name  # type: ignore[union-attr]
-            raise DiagnosticError(f"{name} failed: {exc}", call.span) from exc
+            raise DiagnosticError(f"{opdef.name} failed: {exc}", call.span) from exc
         if type(result) is np.ndarray:
             return result
         return _as_value(result)
+
+    @staticmethod
+    def _kernel(name: str, call: Call) -> tuple[OpDef, dict[str, object]]:
+        """The operator and its default attributes (shared by every call without attributes)."""
+        opdef = get_op(name)
+        if opdef is None:
+            raise DiagnosticError(f"unknown operator {name}", call.span)
+        if opdef.compute is None:
+            raise DiagnosticError(f"operator {name} has no reference implementation", call.span)
+        return opdef, opdef.full_attrs(EMPTY_ATTRS)
 
 
 def _as_value(result: object) -> Value:
@@ -394,12 +420,17 @@ def bind_arguments(entry: str, func: Function, args: Mapping[str, Value] | Seque
     return values
 
 
-def run_function(mod: IRModule, args: Mapping[str, Value] | Sequence[Value] = (), entry: str = "main") -> Value:
-    """Call global `@entry` of `mod` on the given inputs (checked against its parameter types)."""
+def entry_function(mod: IRModule, entry: str) -> Function:
     func = mod.functions.get(entry)
     if func is None:
         known = ", ".join(f"@{n}" for n in mod.functions) or "none"
         raise DiagnosticError(f"no function @{entry} in the module (functions: {known})")
+    return func
+
+
+def run_function(mod: IRModule, args: Mapping[str, Value] | Sequence[Value] = (), entry: str = "main") -> Value:
+    """Call global `@entry` of `mod` on the given inputs (checked against its parameter types)."""
+    func = entry_function(mod, entry)
     interp = Interpreter(mod)
     return interp.apply(interp.global_function(entry), bind_arguments(entry, func, args))
 

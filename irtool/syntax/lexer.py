@@ -24,30 +24,45 @@ from irtool.syntax.diagnostics import DiagnosticError
 Token = tuple[str, str, int, int]
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_/]*"
-# Order matters: earlier alternatives win at the same position.
-_MASTER = re.compile("|".join([
-    # Whitespace and comments without nesting, in one run (the common case).
-    r"(?P<SKIP>(?:[ \t\r\n]+|//[^\n]*|/\*(?:[^*/]|\*(?!/)|/(?!\*))*\*/)+)",
-    r"(?P<COMMENT>/\*)",                       # a nested or unterminated block comment
-    r"(?P<META>meta\[[^\]\s]+\]\[[0-9]+\])",
-    r'(?P<VERSION>#\[version\s*=\s*"[^"\n]*"\])',
-    r"(?P<METADATA>#\[metadata\])",
-    r"(?P<PMATCH>match\?)",
-    r"(?P<NUMBER>-*(?:[0-9][0-9.eE+\-]*(?:[fi][0-9]*)?|inff(?![A-Za-z0-9_/])))",
-    rf"(?P<LOCAL>%{_IDENT})",
-    r"(?P<GRAPH>%[0-9]+)",
-    rf"(?P<GLOBAL>@{_IDENT})",
-    r'(?P<STRING>"[^"]*")',
-    rf"(?P<NAME>{_IDENT}(?:\.{_IDENT})*)",
-    r"(?P<OP>->|=>|==|!=|<=|>=|[-<>+*/])",
-    r"(?P<PUNCT>[(){}\[\],.;:=?])",
-    r"(?P<ERROR>.)",
-]), re.DOTALL)
+# Whitespace and comments without nesting; skipped in front of every token, inside the same match.
+_SKIP = r"(?:[ \t\r\n]+|//[^\n]*|/\*[^*/]*(?:(?:\*(?!/)|/(?!\*))[^*/]*)*\*/)*"
+# Tokens whose terminal is fixed by the regex; the group name is the grammar terminal.
+_PATTERNS = [
+    ("NAME", rf"(?!meta\[|match\?|inff(?![A-Za-z0-9_/])){_IDENT}(?:\.{_IDENT})*"),
+    ("LOCAL", rf"%{_IDENT}"),
+    ("GRAPH", r"%[0-9]+"),
+    ("NUMBER", r"-*(?:[0-9][0-9.eE+\-]*(?:[fi][0-9]*)?|inff(?![A-Za-z0-9_/]))"),
+    ("GLOBAL", rf"@{_IDENT}"),
+    ("STRING", r'"[^"]*"'),
+    ("META", r"meta\[[^\]\s]+\]\[[0-9]+\]"),
+    ("VERSION", r'#\[version\s*=\s*"[^"\n]*"\]'),
+    ("METADATA", r"#\[metadata\]"),
+    ("INT_LIST", r"\[[ \t\r\n]*-*[0-9]+(?:[ \t\r\n]*,[ \t\r\n]*-*[0-9]+)*[ \t\r\n]*,?[ \t\r\n]*\]"),
+    ("EQ_OP", r"==|!="),
+    ("CMP_OP", r"<=|>=|<|>"),
+    ("ADD_OP", r"\+|-(?!>)"),
+    ("MUL_OP", r"\*|/(?![/*])"),
+]
+_SPECIAL = ("COMMENT", "END_OF_TEXT", "ERROR")
 
-# Operator text -> grammar terminal for the operators that share a precedence level.
-_OPERATORS = {"==": "EQ_OP", "!=": "EQ_OP", "<=": "CMP_OP", ">=": "CMP_OP", "<": "CMP_OP",
-              ">": "CMP_OP", "+": "ADD_OP", "-": "ADD_OP", "*": "MUL_OP", "/": "MUL_OP"}
-_SAME = ("NUMBER", "LOCAL", "GRAPH", "GLOBAL", "STRING", "META", "VERSION")
+
+class Lexer:
+    """The compiled tokenizer for one grammar: `literals` maps keyword and punctuation text to
+    the grammar's terminal names (Lark names them, e.g. `(` is LPAR)."""
+
+    def __init__(self, literals: dict[str, str]) -> None:
+        self.keywords = {text: name for text, name in literals.items() if text[0].isalpha() or text == "_"}
+        self.keywords.update({"True": "BOOL", "False": "BOOL"})
+        marks = sorted((text for text in literals if text not in self.keywords), key=len, reverse=True)
+        groups = [f"(?P<{name}>{rx})" for name, rx in _PATTERNS]
+        if "match?" in literals:
+            groups.insert(0, f"(?P<{literals['match?']}>match\\?)")
+            self.keywords.pop("match?", None)
+        groups += [f"(?P<{literals[text]}>{re.escape(text)})" for text in marks]
+        groups += [r"(?P<COMMENT>/\*)", r"(?P<END_OF_TEXT>\Z)", r"(?P<ERROR>.)"]
+        # Terminals whose token is just (terminal, text): everything but NAME and the specials.
+        self.plain = frozenset(re.findall(r"\(\?P<(\w+)>", "".join(groups))) - {"NAME", "METADATA", *_SPECIAL}
+        self.regex = re.compile(_SKIP + "(?:" + "|".join(groups) + ")", re.DOTALL)
 
 
 class SourceText:
@@ -94,53 +109,45 @@ def make_span(source: str, line: int, col: int, end_line: int, end_col: int) -> 
     return span
 
 
-def tokenize(src: SourceText, literals: dict[str, str], chunk: int = 4096) -> Iterator[list[Token]]:
+def tokenize(src: SourceText, lexer: Lexer, chunk: int = 4096) -> Iterator[list[Token]]:
     """The tokens of `src`, in lists of about `chunk` tokens (one generator step per list keeps
-    the per-token cost to the regex match and a tuple). `literals` maps keyword and
-    punctuation text to its grammar terminal. A `#[metadata]` token carries the rest of the
-    file as its text and ends the stream."""
+    the per-token cost to one regex match and one tuple). A `#[metadata]` token carries the
+    rest of the file as its text and ends the stream."""
     text = src.text
-    size = len(text)
-    finditer = _MASTER.finditer
-    same = frozenset(_SAME)
-    operators = _OPERATORS
+    finditer = lexer.regex.finditer
+    keywords = lexer.keywords
+    plain = lexer.plain
     out: list[Token] = []
     append = out.append
     pos = 0
-    while pos < size:
+    while True:
         for m in finditer(text, pos):
             kind = m.lastgroup
-            if kind == "SKIP":
-                continue
-            start, end = m.span()
+            start, end = m.span(kind)
             if kind == "NAME":
                 word = text[start:end]
-                append((literals.get(word) or ("BOOL" if word in ("True", "False") else "NAME"), word, start, end))
-            elif kind == "PUNCT":
-                append((literals[text[start]], text[start], start, end))
-            elif kind in same:
+                append((keywords.get(word, "NAME"), word, start, end))
+            elif kind in plain:
                 append((kind, text[start:end], start, end))
-            elif kind == "OP":
-                op = text[start:end]
-                append((operators.get(op) or literals[op], op, start, end))
-            elif kind == "PMATCH":
-                append((literals["match?"], "match?", start, end))
-            elif kind == "COMMENT":
+                if len(out) >= chunk:
+                    yield out
+                    out = []
+                    append = out.append
+            elif kind == "METADATA":
+                append(("METADATA", text[start:], start, len(text)))
+                yield out
+                return
+            elif kind == "END_OF_TEXT":
+                yield out
+                return
+            elif kind == "ERROR":
+                raise _bad_character(src, start)
+            else:   # COMMENT: a nested (or unterminated) block comment
                 pos = _skip_nested_comment(src, start)
                 break
-            elif kind == "METADATA":
-                append(("METADATA", text[start:], start, size))
-                pos = size
-                break
-            else:
-                raise _bad_character(src, start)
-            if len(out) >= chunk:
-                yield out
-                out = []
-                append = out.append
         else:
-            break
-    yield out
+            yield out
+            return
 
 
 def _skip_nested_comment(src: SourceText, start: int) -> int:

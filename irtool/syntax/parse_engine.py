@@ -17,6 +17,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -214,22 +215,25 @@ def run(table: Table, bound: list[tuple[str, int, Any, Any]], start: str,
     """
     rows = table.states
     accept = table.end_states[start]
-    state_stack = [table.start_states[start]]
+    state = table.start_states[start]
+    state_stack = [state]
     values: list[Any] = []
     starts: list[int] = []
     last_end = 0
     unit_cache: dict[tuple[int, int, str], int] = {}
+    pickers = [_picker(template) for _, _, template, _ in bound]
     end_token: Token = (END, "", text_length, text_length)
     for chunk in _with_end(chunks, end_token):
         for token in chunk:
             ttype = token[0]
             while True:
-                code = rows[state_stack[-1]].get(ttype)
+                code = rows[state].get(ttype)
                 if code is None:
-                    if ttype == END and state_stack[-1] == accept and len(values) == 1:
+                    if ttype == END and state == accept and len(values) == 1:
                         return values[0]
-                    raise SyntaxErrorAt(token, _expected(rows[state_stack[-1]], table))
+                    raise SyntaxErrorAt(token, _expected(rows[state], table))
                 if code >= 0:
+                    state = code
                     state_stack.append(code)
                     values.append(token)
                     starts.append(token[2])
@@ -238,29 +242,39 @@ def run(table: Table, bound: list[tuple[str, int, Any, Any]], start: str,
                 origin, size, template, action = bound[~code]
                 if action is None:
                     if size == 1:
-                        key = (state_stack[-2], state_stack[-1], ttype)
+                        below = state_stack[-2]
+                        key = (below, state, ttype)
                         target = unit_cache.get(key)
                         if target is None:
-                            target = unit_cache[key] = _unit_chain(rows, bound, state_stack[-2], origin, ttype)
-                        state_stack[-1] = target
+                            target = unit_cache[key] = _unit_chain(rows, bound, below, origin, ttype)
+                        state = state_stack[-1] = target
                         continue
                     value = values[len(values) - size + template[0]]
                     begin = starts[-size]
                     del values[-size:], state_stack[-size:], starts[-size:]
                 elif size:
                     begin = starts[-size]
-                    children = values[-size:]
+                    pick = pickers[~code]
+                    children = values[-size:] if pick is None else pick(values[-size:])
                     del values[-size:], state_stack[-size:], starts[-size:]
-                    if template is not None:
-                        children = [children[i] if i >= 0 else None for i in template]
                     value = action(children, begin, last_end)
                 else:
                     begin = token[2]
                     value = action([None] * len(template) if template else [], begin, begin)
-                state_stack.append(rows[state_stack[-1]][origin])
+                state = rows[state_stack[-1]][origin]
+                state_stack.append(state)
                 values.append(value)
                 starts.append(begin)
     raise AssertionError("unreachable: $END is always rejected or accepted")
+
+
+def _picker(template: tuple[int, ...] | None) -> Callable[[list[Any]], Any] | None:
+    """Selects a rule's value-carrying children from its symbols (None: keep all)."""
+    if template is None:
+        return None
+    if len(template) > 1 and min(template) >= 0:
+        return itemgetter(*template)
+    return lambda children: [children[i] if i >= 0 else None for i in template]
 
 
 def _unit_chain(rows: list[dict[str, int]], bound: list[tuple[str, int, Any, Any]], below: int, origin: str,

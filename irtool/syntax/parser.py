@@ -31,7 +31,7 @@ from irtool.ir.types import (Any as AnyDim, FuncType, IncompleteType, TensorType
 from irtool.ops.registry import OpDef, get_op, op_names
 from irtool.syntax import parse_engine
 from irtool.syntax.diagnostics import SOURCES, Diagnostic, DiagnosticError, suggest
-from irtool.syntax.lexer import LiteralError, SourceText, Token, number_value, tokenize
+from irtool.syntax.lexer import Lexer, LiteralError, SourceText, Token, number_value, tokenize
 from irtool.syntax.parse_metadata import CONSTANT_KIND, MetadataError, constant_array, parse_metadata_json
 
 __all__ = ["parse", "parse_module", "parse_expr"]
@@ -44,14 +44,16 @@ _DTYPE_PREFIXES = ("int", "uint", "float", "bool")
 _NUMPY_DTYPES = {name: np.dtype(name) for name in
                  ("int8", "int16", "int32", "int64", "float16", "float32", "float64", "bool")}
 
-_table: parse_engine.Table | None = None
+_grammar_cache: tuple[parse_engine.Table, Lexer] | None = None
 
 
-def _grammar() -> parse_engine.Table:
-    global _table
-    if _table is None:
-        _table = parse_engine.load_table(grammar_text("relay"), _STARTS)
-    return _table
+def _grammar() -> tuple[parse_engine.Table, Lexer]:
+    """The LALR table and tokenizer, built once per process (the table is also cached on disk)."""
+    global _grammar_cache
+    if _grammar_cache is None:
+        table = parse_engine.load_table(grammar_text("relay"), _STARTS)
+        _grammar_cache = (table, Lexer(table.literals))
+    return _grammar_cache
 
 
 # ---- Entry points ---------------------------------------------------------------------------------
@@ -85,21 +87,25 @@ def _parse(text: str, source_name: str, line_offset: int, metadata: dict[str, li
     gc_was_enabled = gc.isenabled()
     gc.disable()   # the parse allocates millions of long-lived objects; collections only cost time
     try:
-        table = _grammar()
-        chunks = tokenize(src, table.literals)
+        table, lexer = _grammar()
+        chunks = tokenize(src, lexer)
         head = _leading_tokens(chunks)
         if start is None:
             first = next((t for t in head if t[0] != "VERSION"), None)
             start = "module" if first is None or first[1] in _MODULE_KEYWORDS else "expression"
-        builder = _Builder(src, _metadata_table(src, table, metadata), start == "module")
+        builder = _Builder(src, _metadata_table(src, lexer, metadata), start == "module")
         bound = parse_engine.bind_actions(table, builder)
         return parse_engine.run(table, bound, start, _chain(head, chunks), len(text))
     except parse_engine.SyntaxErrorAt as err:
-        raise _syntax_error(src, err, _grammar()) from None
+        raise _syntax_error(src, err, _grammar()[0]) from None
     except RecursionError:
         raise src.error("program nests too deeply to process", 0, 1) from None
     except MemoryError:
         raise src.error("out of memory while parsing", 0, 1) from None
+    except DiagnosticError:
+        raise
+    except Exception as exc:   # a bug; still reported as a diagnostic, never a traceback
+        raise src.error(f"internal parser error: {type(exc).__name__}: {exc}", 0, 1) from exc
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -143,13 +149,13 @@ def _describe(table: parse_engine.Table, terminal: str) -> str:
     return f"`{table.terminals.get(terminal, terminal)}`"
 
 
-def _metadata_table(src: SourceText, table: parse_engine.Table,
+def _metadata_table(src: SourceText, lexer: Lexer,
                     extra: dict[str, list[object]] | None) -> dict[str, list[object]]:
     """The file's `#[metadata]` table (found by a pre-scan, since references precede it) merged
     with `extra` (file entries first, as TVM merges `init_meta_table`)."""
     merged: dict[str, list[object]] = {}
     if "#[metadata]" in src.text:
-        for kind, text, start, end in (t for chunk in tokenize(src, table.literals) for t in chunk):
+        for kind, text, start, end in (t for chunk in tokenize(src, lexer) for t in chunk):
             if kind == "METADATA":
                 try:
                     merged = parse_metadata_json(text[len("#[metadata]"):])
@@ -465,7 +471,13 @@ class _Builder:
         if normalized is None:
             opdef = self.opdefs.get(op_name) or get_op(op_name)
             assert opdef is not None
-            normalized = self.normalized[key] = opdef.normalize_attrs(attrs.values, span)
+            try:
+                normalized = opdef.normalize_attrs(attrs.values, span)
+            except DiagnosticError:
+                raise
+            except Exception as exc:   # a schema check that did not expect this value
+                raise DiagnosticError(f"invalid attributes for `{op_name}`: {exc}", span) from None
+            self.normalized[key] = normalized
         return normalized
 
     def call_args_only(self, ch: list[Any], start: int, end: int) -> tuple[list[Expr], None]:
@@ -636,6 +648,11 @@ class _Builder:
     def attr_number(self, ch: list[Any], start: int, end: int) -> int | float:
         # Floats keep the literal's value as a Python float (not rounded to the suffix's width).
         return self.number_of(ch[0])[0]
+
+    def attr_int_list(self, ch: list[Any], start: int, end: int) -> tuple:
+        token = ch[0]
+        items = [item.strip() for item in token[1][1:-1].split(",")]
+        return tuple(self.number_of((token[0], item, token[2], token[3]))[0] for item in items if item)
 
     def attr_bool(self, ch: list[Any], start: int, end: int) -> bool:
         return ch[0][1] == "True"

@@ -489,8 +489,7 @@ class _Printer:
                 fields = [memo_get(id(f)) or atom(f) for f in node.fields]  # type: ignore[union-attr]
                 text = "(" + fields[0] + ",)" if len(fields) == 1 else "(" + ", ".join(fields) + ")"
             else:
-                value = node.tuple_value  # type: ignore[union-attr]
-                text = f"{memo_get(id(value)) or atom(value)}.{node.index}"  # type: ignore[union-attr]
+                text = self.projection(node)  # type: ignore[arg-type]
             if node is root:
                 append(text)
                 break
@@ -648,6 +647,13 @@ class _Printer:
         text = self.memo.get(id(node))
         return text if text is not None else self.atom(node)
 
+    def projection(self, node: TupleGetItem) -> str:
+        value = node.tuple_value
+        text = self.operand(value)
+        if type(value) is Constant:
+            return f"({text}).{node.index}"  # `1.0` would read as a number
+        return f"{text}.{node.index}"
+
     def build(self, task: tuple, scopes: list[Entries], vals: list[Text]) -> None:
         node, mode = task[1], task[2]
         t = type(node)
@@ -665,7 +671,7 @@ class _Printer:
             fields = [self.operand(f) for f in node.fields]
             text = "(" + fields[0] + ",)" if len(fields) == 1 else "(" + ", ".join(fields) + ")"
         elif t is TupleGetItem:
-            text = f"{self.operand(node.tuple_value)}.{node.index}"
+            text = self.projection(node)
         elif t is Function:
             text = [self.fn_header("fn ", node, task[3]), vals.pop(), "}"]
         elif t is If:
@@ -770,4 +776,7 @@ def _listable(flat: np.ndarray) -> bool:
 
 def _json_float(value: np.floating) -> str:
     text = float_text(value)
-    return f'"{text}"' if text in ("nan", "inf", "-inf") else text
+    if text in ("nan", "inf", "-inf"):
+        return f'"{text}"'
+    # A JSON number without `.` or exponent reads back as an integer, and `-0` as plain 0.
+    return text if "." in text or "e" in text else text + ".0"

@@ -18,14 +18,18 @@ import tempfile
 from collections.abc import Sequence
 
 import numpy as np
+from numpy.lib.npyio import NpzFile
 
-from irtool.eval.interpreter import name_list, param_type, run_function, signature
+from irtool.analysis.typecheck import infer_types
+from irtool.analysis.wellformed import check_well_formed
+from irtool.eval.interpreter import entry_function, name_list, param_type, run_function, signature
 from irtool.eval.values import Value, flatten_value, numpy_dtype
 from irtool.ir.expr import Expr, Function
 from irtool.ir.module import IRModule
 from irtool.ir.types import TensorType, TupleType, Type, type_to_text
 from irtool.ir.visitor import free_vars
 from irtool.syntax.diagnostics import DiagnosticError
+from irtool.syntax.parser import parse
 from irtool.tools.common import parse_args, read_source, run_tool
 
 PROG = "irtool-run"
@@ -48,10 +52,6 @@ def build_arg_parser() -> argparse.ArgumentParser:
 
 def load_module(name: str, text: str, entry: str) -> IRModule:
     """Parse and verify; a lone expression becomes `@entry` with its free variables as parameters."""
-    from irtool.analysis.typecheck import infer_types
-    from irtool.analysis.wellformed import check_well_formed
-    from irtool.syntax.parser import parse
-
     program = parse(text, name)
     check_well_formed(program)
     infer_types(program)
@@ -62,7 +62,7 @@ def load_module(name: str, text: str, entry: str) -> IRModule:
     return program
 
 
-def _load_array(path: str) -> np.ndarray:
+def _load_array(path: str) -> np.ndarray | NpzFile:
     try:
         return np.load(path, allow_pickle=False)
     except (OSError, ValueError) as e:
@@ -73,13 +73,14 @@ def given_inputs(inputs_npz: str | None, singles: Sequence[str]) -> dict[str, np
     """Arrays from `--inputs` and `--input NAME=FILE` (the latter win), keyed by name without `%`."""
     arrays: dict[str, np.ndarray] = {}
     if inputs_npz is not None:
-        try:
-            with np.load(inputs_npz, allow_pickle=False) as data:
-                if not hasattr(data, "files"):
-                    raise DiagnosticError(f"{inputs_npz} is a single array, not an .npz archive of named inputs")
+        data = _load_array(inputs_npz)
+        if not isinstance(data, NpzFile):
+            raise DiagnosticError(f"{inputs_npz} holds a single array, not an .npz archive of named inputs")
+        with data:
+            try:
                 arrays.update((key.lstrip("%"), data[key]) for key in data.files)
-        except (OSError, ValueError) as e:
-            raise DiagnosticError(f"cannot read inputs file {inputs_npz}: {e}") from None
+            except (OSError, ValueError) as e:
+                raise DiagnosticError(f"cannot read input file {inputs_npz}: {e}") from None
     for item in singles:
         name, sep, path = item.partition("=")
         if not sep or not name or not path:
@@ -183,10 +184,7 @@ def write_outputs(path: str, arrays: list[np.ndarray]) -> None:
 def run(args: argparse.Namespace) -> int:
     name, text = read_source(args.file)
     mod = load_module(name, text, args.entry)
-    func = mod.functions.get(args.entry)
-    if func is None:
-        known = ", ".join(f"@{n}" for n in mod.functions) or "none"
-        raise DiagnosticError(f"no function @{args.entry} in {name} (functions: {known})")
+    func = entry_function(mod, args.entry)
     arrays = given_inputs(args.inputs, args.input)
     if arrays or (args.inputs is not None):
         inputs = assemble_inputs(args.entry, func, arrays)

@@ -1,7 +1,7 @@
 """Fuzzing `irtool-opt`'s core: mutated programs give either output or a located error, never a crash.
 
-Valid programs (the samples, a few constructs the samples lack, and generated modules) are
-broken by deleting, inserting, duplicating and swapping tokens and characters, with hypothesis
+Programs (the samples, a few constructs the samples lack, and modules from the shared
+strategies: well-typed dataflow ones and syntactically rich untyped ones) are broken by deleting, inserting, duplicating and swapping tokens and characters, with hypothesis
 choosing what and where. Each result goes through `irtool.tools.opt.process`, the function the
 command runs for every input, so "no traceback here" means no traceback from the command.
 """
@@ -15,7 +15,9 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from irtool.syntax.diagnostics import DiagnosticError, render_error
+from irtool.syntax.printer import print_program
 from irtool.tools.opt import OptOptions, process
+from support.strategies import dataflow_programs, modules
 
 SAMPLES = sorted((Path(__file__).resolve().parents[2] / "samples").glob("*.relay"))
 SOURCE = "fuzz.relay"
@@ -55,6 +57,16 @@ def @main(%c: Tensor[(2), float32]) -> Tensor[(2), float32] {
 
 SEEDS = [p.read_text() for p in SAMPLES] + EXTRA_SEEDS
 
+GENERATED = st.one_of(dataflow_programs(max_ops=6), modules(max_depth=2)).map(print_program)
+
+
+@st.composite
+def programs(draw: st.DrawFn) -> str:
+    """Mostly the hand-written seeds (cheap to draw); one in five is a generated module."""
+    if draw(st.integers(0, 4)) == 0:
+        return draw(GENERATED)
+    return draw(st.sampled_from(SEEDS))
+
 # Tokens worth inserting: Relay's punctuation and keywords, suspicious literals, odd characters.
 VOCABULARY = [
     "(", ")", "{", "}", "[", "]", ",", ";", ":", "=", "->", "=>", ".", "%", "@", "_", "?", "|",
@@ -75,8 +87,8 @@ def tokens(text: str) -> list[str]:
 
 @st.composite
 def mutated_programs(draw: st.DrawFn) -> str:
-    """A seed program with one to four token or character edits."""
-    text = draw(st.sampled_from(SEEDS))
+    """A program with one to four token or character edits."""
+    text = draw(programs())
     for _ in range(draw(st.integers(1, 4))):
         kind = draw(st.sampled_from(["delete", "insert", "swap", "duplicate", "char-delete", "char-insert",
                                      "char-replace"]))

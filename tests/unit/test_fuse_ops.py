@@ -19,7 +19,8 @@ from irtool.analysis.dominators import (BROADCAST, COMM_REDUCE, ELEMWISE, INJECT
                                         build_dataflow_graph)
 from irtool.analysis.typecheck import infer_types
 from irtool.ir import (Call, Constant, Expr, Function, If, IRModule, Let, Op, RefCreate, RefRead, TensorType,
-                       Tuple, TupleGetItem, TupleType, Var, post_order, structural_equal)
+                       Tuple, TupleGetItem, Var, free_vars, post_order, structural_equal)
+from irtool.eval.interpreter import run_function
 from irtool.ops.registry import get_op
 from irtool.passes.base import PASS_REGISTRY
 from irtool.passes.fuse_ops import FuseOps, fuse_function
@@ -562,3 +563,79 @@ def test_post_dominator_tree_matches_tvm_walk(graph: DataflowGraph) -> None:
     parent, pattern = naive_post_dominators(graph)
     assert tree.parent == parent
     assert [tree.pattern[i] if tree.parent[i] >= 0 else -1 for i in range(len(graph))] == pattern
+
+
+@st.composite
+def dataflow_programs(draw: st.DrawFn) -> tuple[IRModule, list[np.ndarray]]:
+    """Random DAGs of elementwise, broadcast, injective, reduction, tuple and anchor operators."""
+    params = [var("x", (2, 3)), var("y", (2, 3)), var("b", (3,))]
+    nodes: list[Expr] = list(params)
+    shapes: list[tuple[int, ...]] = [(2, 3), (2, 3), (3,)]
+
+    def pick(shape: tuple[int, ...] | None = None) -> int:
+        choices = [i for i, s in enumerate(shapes) if shape is None or s == shape]
+        return draw(st.sampled_from(choices))
+
+    for _ in range(draw(st.integers(1, 14))):
+        kind = draw(st.sampled_from(["unary", "binary", "bias", "scalar", "transpose", "sum", "concat",
+                                     "split", "softmax", "dense"]))
+        i = pick()
+        x, s = nodes[i], shapes[i]
+        if kind == "unary":
+            new, shape = op(draw(st.sampled_from(["tanh", "negative", "sigmoid", "abs"])), x), s
+        elif kind == "binary":
+            j = pick(s)
+            new, shape = op(draw(st.sampled_from(["add", "multiply", "subtract", "maximum"])), x, nodes[j]), s
+        elif kind == "bias" and len(s) == 2 and s[1] == 3:
+            new, shape = op("add", x, nodes[2]), s
+        elif kind == "scalar":
+            new, shape = op("multiply", x, const(0.5)), s
+        elif kind == "transpose" and len(s) == 2:
+            new, shape = op("transpose", x), (s[1], s[0])
+        elif kind == "sum" and len(s) == 2:
+            new, shape = op("sum", x, axis=[1], keepdims=True), (s[0], 1)
+        elif kind == "concat":
+            j = pick(s)
+            new, shape = op("concatenate", Tuple([x, nodes[j]]), axis=0), (2 * s[0], *s[1:])
+        elif kind == "split" and len(s) == 2 and s[1] % 2 == 0:
+            parts = op("split", x, indices_or_sections=2, axis=1)
+            new, shape = op("add", TupleGetItem(parts, 0), TupleGetItem(parts, 1)), (s[0], s[1] // 2)
+        elif kind == "softmax":
+            new, shape = op("nn.softmax", x), s
+        elif kind == "dense" and len(s) == 2 and s[1] == 3:
+            new, shape = op("nn.dense", x, params[1]), (s[0], 2)
+        else:
+            continue
+        nodes.append(new)
+        shapes.append(shape)
+    outs = draw(st.lists(st.integers(3, len(nodes) - 1), min_size=1, max_size=2, unique=True)) \
+        if len(nodes) > 3 else [0]
+    body = nodes[outs[0]] if len(outs) == 1 else Tuple([nodes[k] for k in outs])
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    inputs = [rng.standard_normal(p.type_annotation.shape).astype(F32) for p in params]  # type: ignore
+    return module(params, body), inputs
+
+
+def flat(value: object) -> list[np.ndarray]:
+    if isinstance(value, tuple):
+        return [a for v in value for a in flat(v)]
+    return [np.asarray(value)]
+
+
+@given(dataflow_programs(), st.sampled_from([1, 2, 3, 5, 256]), st.sampled_from([0, 2]))
+def test_fusion_preserves_results_and_limits_groups(program: tuple[IRModule, list[np.ndarray]],
+                                                    max_depth: int, opt_level: int) -> None:
+    mod, inputs = program
+    expected = flat(run_function(mod, inputs))
+    out = fuse(mod, max_depth=max_depth, opt_level=opt_level)
+    got = flat(run_function(out, inputs))
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    for call in primitive_calls(out["main"]):
+        ops = [n for n in post_order(call.op.body) if isinstance(n, (Call, Tuple, TupleGetItem))]  # type: ignore
+        assert len(ops) <= (1 if opt_level == 0 else max_depth)
+        # fused bodies hold only dataflow: no let, if, match, references or nested functions
+        assert all(isinstance(n, (Call, Tuple, TupleGetItem, Var, Constant, Op)) for n in post_order(call.op.body))  # type: ignore
+        # only its own parameters are free in a fused function
+        assert free_vars(call.op) == []  # type: ignore[arg-type]

@@ -224,6 +224,33 @@ def test_closure_returns_closure_value() -> None:
     assert float(Interpreter().apply(value, [np.asarray(np.float32(2))])) == 3.0
 
 
+def test_closures_built_from_closures_over_a_list() -> None:
+    # TVM's test_recursive_datatype: @sum wraps %f in a new closure per element.
+    mod = load(LIST + """
+    def @sum(%f: fn (int32) -> int32, %k: List[int32]) -> int32 {
+      match (%k) {
+        Cons(%x, %rest) => %0 = fn (%n) { %x + %f(%n) }; @sum(%0, %rest),
+        Nil => %f(0),
+      }
+    }
+    def @id[A](%x: A) -> A { %x }
+    def @main(%l: List[int32]) -> int32 { @sum(@id, %l) }""")
+    cons, nil = mod.constructors["Cons"], mod.constructors["Nil"]
+    value = ADTValue(nil, ())
+    for v in (4, 3, 2, 1):
+        value = ADTValue(cons, (i32(v), value))
+    assert int(run_function(mod, [value])) == 1 + 2 + 3 + 4
+
+
+def test_evaluate_module_and_expression_against_globals() -> None:
+    mod = load("def @five() -> int32 { 5 }\ndef @main() -> int32 { @five() * 2 }")
+    assert int(evaluate(mod)) == 10
+    call = Call(Op("add"), [Call(mod.global_var("five"), []), Constant(i32(1))])
+    assert int(evaluate(call, mod)) == 6
+    with pytest.raises(DiagnosticError, match="undefined global function @five"):
+        evaluate(call)
+
+
 def test_countdown_recursion_100000_deep() -> None:
     mod = load("""def @count(%n: int32, %acc: int32) -> int32 {
       if (%n == 0) { %acc } else { @count(%n - 1, %acc + 2) }
@@ -293,9 +320,9 @@ def test_nested_and_tuple_patterns() -> None:
     mod = load(LIST + """
     def @classify(%xs: List[(int32, int32)]) -> int32 {
       match (%xs) {
-        Cons((%a, 0), Cons(_, _)) => %a,
-        Cons((%a, %b), Nil) => %a * 100 + %b,
-        Cons(_, Cons((_, %c), _)) => 0 - %c,
+        Cons((%a, _), Cons((_, %d), Nil)) => %a * 100 + %d,
+        Cons((%a, %b), Nil) => %a - %b,
+        Cons(_, Cons(_, Cons((%e, _), _))) => 0 - %e,
         Nil => 7,
       }
     }""")
@@ -310,9 +337,9 @@ def test_nested_and_tuple_patterns() -> None:
     def classify(value: ADTValue) -> int:
         return int(run_function(mod, [value], "classify"))
 
-    assert classify(lst((4, 0), (1, 1))) == 4
-    assert classify(lst((3, 5))) == 305
-    assert classify(lst((3, 5), (1, 9))) == -9
+    assert classify(lst((4, 0), (1, 1))) == 401
+    assert classify(lst((3, 5))) == -2
+    assert classify(lst((3, 5), (1, 9), (6, 2))) == -6
     assert classify(lst()) == 7
 
 

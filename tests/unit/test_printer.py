@@ -356,7 +356,7 @@ def test_constants_without_a_literal_go_to_the_metadata_table() -> None:
     meta = json.loads(meta_text)
     assert list(meta) == ["relay.Constant"]
     entries = meta["relay.Constant"]
-    assert entries[0] == {"dtype": "float32", "shape": [2, 3], "data": [0, 0.25, 0.5, 0.75, 1, 1.25]}
+    assert entries[0] == {"dtype": "float32", "shape": [2, 3], "data": [0.0, 0.25, 0.5, 0.75, 1.0, 1.25]}
     assert entries[1]["dtype"] == "int64" and entries[1]["shape"] == [100] and "data" not in entries[1]
     import base64
     assert np.frombuffer(base64.b64decode(entries[1]["base64"]), "<i8").tolist() == list(range(100))

@@ -111,3 +111,19 @@ def padding4(v: object) -> tuple[int, int, int, int]:
     if len(t) == 2:
         return t[0], t[1], t[0], t[1]
     return t[0], t[1], t[2], t[3]
+
+
+# Dtype domains an operator accepts: name -> (predicate, description for errors).
+DOMAINS = {
+    "any": (lambda d: True, "tensor"),
+    "numeric": (lambda d: d != "bool", "numeric tensor"),
+    "float": (lambda d: d.startswith(("float", "bfloat")), "floating-point tensor"),
+    "integer": (lambda d: d.startswith(("int", "uint")), "integer tensor"),
+}
+
+
+def check_domain(op: str, t: TensorType, domain: str, what: str = "") -> TensorType:
+    ok, label = DOMAINS[domain]
+    if not ok(t.dtype):
+        raise TypeRelError(f"{op}: {what + ' ' if what else ''}expects a {label}, got {t}")
+    return t

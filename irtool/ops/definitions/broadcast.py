@@ -8,7 +8,8 @@ import numpy as np
 
 from irtool.ir.expr import AttrValue
 from irtool.ir.types import TensorType, Type
-from irtool.ops.definitions._common import as_array, broadcast_shapes, same_dtype, tensor_arg
+from irtool.ops.definitions._common import (
+    as_array, broadcast_shapes, check_domain, same_dtype, tensor_arg)
 from irtool.ops.registry import OpDef, OpPattern, Value, register
 
 Attrs = Mapping[str, AttrValue]
@@ -29,31 +30,32 @@ def _power(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.power(a, b)
 
 
-# name -> (numpy function, result is bool)
-BINARY: dict[str, tuple[Callable[[np.ndarray, np.ndarray], np.ndarray], bool]] = {
-    "add": (np.add, False),
-    "subtract": (np.subtract, False),
-    "multiply": (np.multiply, False),
-    "divide": (_trunc_divide, False),
-    "power": (_power, False),
-    "maximum": (np.maximum, False),
-    "minimum": (np.minimum, False),
-    "logical_and": (np.logical_and, False),
-    "logical_or": (np.logical_or, False),
-    "equal": (np.equal, True),
-    "not_equal": (np.not_equal, True),
-    "less": (np.less, True),
-    "less_equal": (np.less_equal, True),
-    "greater": (np.greater, True),
-    "greater_equal": (np.greater_equal, True),
+# name -> (numpy function, dtype domain, result is bool)
+BINARY: dict[str, tuple[Callable[[np.ndarray, np.ndarray], np.ndarray], str, bool]] = {
+    "add": (np.add, "numeric", False),
+    "subtract": (np.subtract, "numeric", False),
+    "multiply": (np.multiply, "numeric", False),
+    "divide": (_trunc_divide, "numeric", False),
+    "power": (_power, "numeric", False),
+    "maximum": (np.maximum, "any", False),
+    "minimum": (np.minimum, "any", False),
+    "logical_and": (np.logical_and, "any", False),
+    "logical_or": (np.logical_or, "any", False),
+    "equal": (np.equal, "any", True),
+    "not_equal": (np.not_equal, "any", True),
+    "less": (np.less, "any", True),
+    "less_equal": (np.less_equal, "any", True),
+    "greater": (np.greater, "any", True),
+    "greater_equal": (np.greater_equal, "any", True),
 }
 
 
-def broadcast_rel(name: str, to_bool: bool) -> Callable[[Sequence[Type], Attrs], Type]:
+def broadcast_rel(name: str, domain: str, to_bool: bool) -> Callable[[Sequence[Type], Attrs], Type]:
     def rel(types: Sequence[Type], attrs: Attrs) -> Type:
         a, b = tensor_arg(name, types, 0), tensor_arg(name, types, 1)
         shape = broadcast_shapes(name, a, b)
         dtype = same_dtype(name, a, b)
+        check_domain(name, a, domain)
         return TensorType(shape, "bool" if to_bool else dtype)
     return rel
 
@@ -67,8 +69,8 @@ def _binary_compute(fn: Callable[[np.ndarray, np.ndarray], np.ndarray],
     return compute
 
 
-for _name, (_fn, _to_bool) in BINARY.items():
-    register(OpDef(_name, 2, (), OpPattern.BROADCAST, broadcast_rel(_name, _to_bool),
+for _name, (_fn, _domain, _to_bool) in BINARY.items():
+    register(OpDef(_name, 2, (), OpPattern.BROADCAST, broadcast_rel(_name, _domain, _to_bool),
                    _binary_compute(_fn, _to_bool), description=f"broadcasting {_name}"))
 
 

@@ -8,15 +8,15 @@ import numpy as np
 
 from irtool.ir.expr import AttrValue
 from irtool.ir.types import TensorType, Type
-from irtool.ops.definitions._common import as_array, tensor_arg
+from irtool.ops.definitions._common import as_array, check_domain, tensor_arg
 from irtool.ops.registry import AttrField, OpDef, OpPattern, TypeRelError, Value, register
 
 Attrs = Mapping[str, AttrValue]
 
 
-def identity_rel(name: str) -> Callable[[Sequence[Type], Attrs], Type]:
+def identity_rel(name: str, domain: str = "any") -> Callable[[Sequence[Type], Attrs], Type]:
     def rel(types: Sequence[Type], attrs: Attrs) -> Type:
-        return tensor_arg(name, types, 0)
+        return check_domain(name, tensor_arg(name, types, 0), domain)
     return rel
 
 
@@ -53,23 +53,23 @@ def _erf(x: np.ndarray) -> np.ndarray:
     return np.sign(x) * result
 
 
-# name -> numpy function; each is ElemWise with the identity type relation.
-UNARY_MATH: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "negative": np.negative,
-    "abs": np.abs,
-    "exp": np.exp,
-    "log": np.log,
-    "sqrt": np.sqrt,
-    "rsqrt": lambda x: x.dtype.type(1) / np.sqrt(x),
-    "tanh": np.tanh,
-    "sigmoid": lambda x: x.dtype.type(1) / (x.dtype.type(1) + np.exp(-x)),
-    "erf": _erf,
-    "floor": np.floor,
-    "ceil": np.ceil,
-    "round": _round_half_away,
-    "nn.relu": lambda x: np.maximum(x, x.dtype.type(0)),
-    "logical_not": np.logical_not,
-    "copy": np.copy,
+# name -> (numpy function, dtype domain); each is ElemWise with the identity type relation.
+UNARY_MATH: dict[str, tuple[Callable[[np.ndarray], np.ndarray], str]] = {
+    "negative": (np.negative, "numeric"),
+    "abs": (np.abs, "numeric"),
+    "exp": (np.exp, "float"),
+    "log": (np.log, "float"),
+    "sqrt": (np.sqrt, "float"),
+    "rsqrt": (lambda x: x.dtype.type(1) / np.sqrt(x), "float"),
+    "tanh": (np.tanh, "float"),
+    "sigmoid": (lambda x: x.dtype.type(1) / (x.dtype.type(1) + np.exp(-x)), "float"),
+    "erf": (_erf, "float"),
+    "floor": (np.floor, "numeric"),
+    "ceil": (np.ceil, "numeric"),
+    "round": (_round_half_away, "numeric"),
+    "nn.relu": (lambda x: np.maximum(x, x.dtype.type(0)), "numeric"),
+    "logical_not": (np.logical_not, "any"),
+    "copy": (np.copy, "any"),
 }
 
 
@@ -81,8 +81,9 @@ def _unary_compute(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[[list[Val
     return compute
 
 
-for _name, _fn in UNARY_MATH.items():
-    register(OpDef(_name, 1, (), OpPattern.ELEMWISE, identity_rel(_name), _unary_compute(_fn),
+for _name, (_fn, _domain) in UNARY_MATH.items():
+    register(OpDef(_name, 1, (), OpPattern.ELEMWISE, identity_rel(_name, _domain),
+                   _unary_compute(_fn),
                    description=f"elementwise {_name}"))
 
 
@@ -92,14 +93,14 @@ def _leaky_relu(args: list[Value], attrs: Attrs) -> Value:
 
 
 register(OpDef("nn.leaky_relu", 1, (AttrField("alpha", "float", 0.25),), OpPattern.ELEMWISE,
-               identity_rel("nn.leaky_relu"), _leaky_relu,
+               identity_rel("nn.leaky_relu", "float"), _leaky_relu,
                description="x if x > 0 else alpha * x"))
 
 
 def _clip_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     if attrs["a_min"] > attrs["a_max"]:  # type: ignore[operator]
         raise TypeRelError(f"clip: a_min {attrs['a_min']} is greater than a_max {attrs['a_max']}")
-    return tensor_arg("clip", types, 0)
+    return check_domain("clip", tensor_arg("clip", types, 0), "numeric")
 
 
 def _clip(args: list[Value], attrs: Attrs) -> Value:

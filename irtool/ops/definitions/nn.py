@@ -81,6 +81,25 @@ def _windows(x: np.ndarray, kernel: tuple[int, int], dilation: tuple[int, int],
     return win[:, :, ::strides[0], ::strides[1]][:, :, :out_hw[0], :out_hw[1]]
 
 
+def _window_reduce(x: np.ndarray, kernel: tuple[int, int], dilation: tuple[int, int],
+                   strides: tuple[int, int], out_hw: tuple[int, int],
+                   combine: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+    """Combine the strided slices of a padded NCHW array at each kernel offset.
+
+    One whole-array step per kernel offset (not per element), which is far faster than
+    reducing a strided window view over its last two axes.
+    """
+    acc: np.ndarray | None = None
+    for ky in range(kernel[0]):
+        for kx in range(kernel[1]):
+            y0, x0 = ky * dilation[0], kx * dilation[1]
+            part = x[:, :, y0:y0 + (out_hw[0] - 1) * strides[0] + 1:strides[0],
+                     x0:x0 + (out_hw[1] - 1) * strides[1] + 1:strides[1]]
+            acc = part.copy() if acc is None else combine(acc, part)
+    assert acc is not None
+    return acc
+
+
 # ---------------------------------------------------------------------------------- conv2d
 
 CONV2D_ATTRS = (
@@ -147,10 +166,13 @@ def _conv2d(args: list[Value], attrs: Attrs) -> Value:
     out_canon = _shape_in(_layout(attrs, "out_layout", dl), "NCHW", out_type)
     win = _windows(x, (kh, kw), int_pair(attrs["dilation"]), int_pair(attrs["strides"]),
                    (int(out_canon[2]), int(out_canon[3])))
-    win = win.reshape(n, groups, cg, *win.shape[2:])
-    wg = w.reshape(groups, o // groups, cg, kh, kw)
-    out = np.einsum("ngchwyx,gkcyx->ngkhw", win, wg, optimize=True)
-    out = out.reshape(n, o, *out.shape[3:])
+    oh, ow = win.shape[2:4]
+    # im2col per group: (G, N*OH*OW, Cg*KH*KW) @ (G, Cg*KH*KW, O/G), one batched matmul.
+    cols = win.reshape(n, groups, cg, oh, ow, kh, kw).transpose(1, 0, 3, 4, 2, 5, 6)
+    cols = cols.reshape(groups, n * oh * ow, cg * kh * kw)
+    wg = w.reshape(groups, o // groups, cg * kh * kw).transpose(0, 2, 1)
+    out = np.matmul(cols, wg).reshape(groups, n, oh, ow, o // groups)
+    out = out.transpose(1, 0, 4, 2, 3).reshape(n, o, oh, ow)
     return as_array(_from_canonical(out, "NCHW", _layout(attrs, "out_layout", dl)), out_type.dtype)
 
 
@@ -415,10 +437,10 @@ def _pool(op: str, is_max: bool) -> Callable[[list[Value], Attrs], Value]:
             else:
                 fill = np.iinfo(x.dtype).min
             padded = np.pad(x, pads, constant_values=fill)
-            out = _windows(padded, kernel, dil, strides, (oh, ow)).max(axis=(-2, -1))
+            out = _window_reduce(padded, kernel, dil, strides, (oh, ow), np.maximum)
         else:
             padded = np.pad(x, pads)
-            total = _windows(padded, kernel, dil, strides, (oh, ow)).sum(axis=(-2, -1))
+            total = _window_reduce(padded, kernel, dil, strides, (oh, ow), np.add)
             # Count the window positions over real data, or also over explicit padding
             # (never over the ceil-mode extension), as TVM's topi pool does.
             region = np.zeros((1, 1) + padded.shape[2:], dtype=np.int64)
@@ -426,7 +448,7 @@ def _pool(op: str, is_max: bool) -> Callable[[list[Value], Attrs], Value]:
                 region[..., :h + top + bottom, :w + left + right] = 1
             else:
                 region[..., top:top + h, left:left + w] = 1
-            count = _windows(region, kernel, dil, strides, (oh, ow)).sum(axis=(-2, -1))
+            count = _window_reduce(region, kernel, dil, strides, (oh, ow), np.add)
             count = np.maximum(count, 1)
             if np.issubdtype(x.dtype, np.integer):
                 out = np.fix(total / count)

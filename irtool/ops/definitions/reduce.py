@@ -8,7 +8,7 @@ import numpy as np
 
 from irtool.ir.expr import AttrValue
 from irtool.ir.types import TensorType, Type
-from irtool.ops.definitions._common import as_array, norm_axis, tensor_arg
+from irtool.ops.definitions._common import as_array, check_domain, norm_axis, tensor_arg
 from irtool.ops.registry import AttrField, OpDef, OpPattern, TypeRelError, Value, register
 
 Attrs = Mapping[str, AttrValue]
@@ -50,9 +50,10 @@ def reduce_shape(op: str, x: TensorType, attrs: Attrs) -> tuple:
     return tuple(d for i, d in enumerate(x.shape) if i not in axes)
 
 
-def _reduce_rel(name: str, out_dtype: str | None) -> Callable[[Sequence[Type], Attrs], Type]:
+def _reduce_rel(name: str, out_dtype: str | None,
+                domain: str = "any") -> Callable[[Sequence[Type], Attrs], Type]:
     def rel(types: Sequence[Type], attrs: Attrs) -> Type:
-        x = tensor_arg(name, types, 0)
+        x = check_domain(name, tensor_arg(name, types, 0), domain)
         return TensorType(reduce_shape(name, x, attrs), out_dtype or x.dtype)
     return rel
 
@@ -85,7 +86,8 @@ def _reduce_compute(name: str, fn: Callable[[np.ndarray, tuple[int, ...], bool],
 
 
 for _name, _fn in REDUCTIONS.items():
-    register(OpDef(_name, 1, REDUCE_ATTRS, OpPattern.COMM_REDUCE, _reduce_rel(_name, None),
+    _domain = "any" if _name in ("max", "min") else "numeric"
+    register(OpDef(_name, 1, REDUCE_ATTRS, OpPattern.COMM_REDUCE, _reduce_rel(_name, None, _domain),
                    _reduce_compute(_name, _fn), description=f"{_name} over axes"))
 
 

@@ -27,8 +27,14 @@ def _static(t: np.ndarray) -> TensorType:
 def reshape_dims(op: str, shape: Sequence[Dim], newshape: Sequence[int],
                  allowzero: bool = False) -> tuple[Dim, ...]:
     """TVM's newshape language: 0 copies a dim, -1 infers one, -2 copies the rest,
-    -3 merges two consecutive dims, -4 splits one dim into the next two values (one may be -1)."""
+    -3 merges two consecutive dims, -4 splits one dim into the next two values (one may be -1).
+
+    Dims that are copied or merged from the input cancel out when inferring the -1 (as in
+    TVM), so `[0, -1]` on `(?, 3, 4)` gives `(?, 12)`.
+    """
     out: list[Dim] = []
+    used_in: set[int] = set()
+    used_out: set[int] = set()
     src = 0
     infer_at = -1
     i = 0
@@ -38,6 +44,7 @@ def reshape_dims(op: str, shape: Sequence[Dim], newshape: Sequence[int],
         if src + count > len(shape):
             raise TypeRelError(f"{op}: newshape {list(newshape)} uses more dimensions than the "
                                f"input shape {tuple(shape)} has")
+        used_in.update(range(src, src + count))
         dims = list(shape[src:src + count])
         src += count
         return dims
@@ -48,6 +55,7 @@ def reshape_dims(op: str, shape: Sequence[Dim], newshape: Sequence[int],
             out.append(v)
             src += 1
         elif v == 0:
+            used_out.add(len(out))
             out.extend(take(1))
         elif v == -1:
             if infer_at >= 0:
@@ -56,10 +64,12 @@ def reshape_dims(op: str, shape: Sequence[Dim], newshape: Sequence[int],
             out.append(1)
             src += 1
         elif v == -2:
-            out.extend(shape[src:])
-            src = len(shape)
+            rest = take(len(shape) - src) if src < len(shape) else []
+            used_out.update(range(len(out), len(out) + len(rest)))
+            out.extend(rest)
         elif v == -3:
             a, b = take(2)
+            used_out.add(len(out))
             out.append(prod((a, b)))
         elif v == -4:
             if i + 2 >= len(newshape):
@@ -70,6 +80,7 @@ def reshape_dims(op: str, shape: Sequence[Dim], newshape: Sequence[int],
             if d1 == -1 and d2 == -1 or d1 < -1 or d2 < -1 or 0 in (d1, d2):
                 raise TypeRelError(f"{op}: -4 in newshape {list(newshape)} needs two positive "
                                    "factors, at most one of them -1")
+            used_out.update((len(out), len(out) + 1))
             if is_known(d):
                 if d1 == -1:
                     d1 = d // d2  # type: ignore[operator]
@@ -84,16 +95,16 @@ def reshape_dims(op: str, shape: Sequence[Dim], newshape: Sequence[int],
         else:
             raise TypeRelError(f"{op}: invalid value {v} in newshape {list(newshape)}")
         i += 1
-    total = prod(shape)
     if infer_at >= 0:
-        rest = prod(out[:infer_at] + out[infer_at + 1:])
-        if not (is_known(total) and is_known(rest)):
+        free_in = prod([d for k, d in enumerate(shape) if k not in used_in])
+        free_out = prod([d for k, d in enumerate(out) if k not in used_out and k != infer_at])
+        if not (is_known(free_in) and is_known(free_out)):
             out[infer_at] = Any()
-        elif rest == 0 or total % rest != 0:  # type: ignore[operator]
+        elif free_out == 0 or free_in % free_out != 0:  # type: ignore[operator]
             raise TypeRelError(f"{op}: cannot reshape {tuple(shape)} to {list(newshape)}")
         else:
-            out[infer_at] = total // rest  # type: ignore[operator]
-    result = prod(out)
+            out[infer_at] = free_in // free_out  # type: ignore[operator]
+    total, result = prod(shape), prod(out)
     if is_known(total) and is_known(result) and total != result:
         raise TypeRelError(f"{op}: cannot reshape {tuple(shape)} ({total} elements) to "
                            f"{tuple(out)} ({result} elements)")
@@ -142,8 +153,8 @@ def _transpose_rel(types: Sequence[Type], attrs: Attrs) -> Type:
 
 register(OpDef("transpose", 1, (AttrField("axes", "int_list", None, optional=True),),
                OpPattern.INJECTIVE, _transpose_rel,
-               lambda args, attrs: np.ascontiguousarray(np.transpose(
-                   args[0], _transpose_axes("transpose", args[0].ndim, attrs["axes"]))),
+               lambda args, attrs: np.transpose(
+                   args[0], _transpose_axes("transpose", args[0].ndim, attrs["axes"])).copy(),
                description="permutes axes (reverses them by default)"))
 
 
@@ -327,7 +338,7 @@ def _strided_slice(args: list[Value], attrs: Attrs) -> Value:
     x = args[0]
     sls = _slices("strided_slice", x.shape, attrs)
     index = tuple(slice(None) if s is None else slice(*s) for s in sls)
-    return np.ascontiguousarray(x[index])
+    return x[index].copy()
 
 
 register(OpDef("strided_slice", 1,
@@ -560,7 +571,7 @@ def _layout_transform(args: list[Value], attrs: Attrs) -> Value:
             split_shape += [extent // factor, factor]
             labels += [a, a.lower()]
     blocked = plain.reshape(split_shape)
-    return np.ascontiguousarray(np.transpose(blocked, [labels.index(a) for a, _ in dst]))
+    return np.transpose(blocked, [labels.index(a) for a, _ in dst]).copy()
 
 
 register(OpDef("layout_transform", 1,

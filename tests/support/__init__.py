@@ -1,0 +1,1 @@
+"""Test support shared by the whole suite (hypothesis strategies in `strategies.py`)."""
