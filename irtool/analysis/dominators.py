@@ -11,12 +11,10 @@ Everything here is iterative: models are chains of 100k+ nodes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from irtool.ir.adt import Constructor
-from irtool.ir.expr import (Call, Constant, Expr, Function, GlobalVar, If, Let, Match, Op, RefCreate,
-                            RefRead, RefWrite, Tuple, TupleGetItem, Var)
+from irtool.ir.expr import (Call, Constant, Expr, Function, If, Let, Match, Op, RefCreate, RefRead, RefWrite,
+                            Tuple, TupleGetItem, Var)
 from irtool.ir.types import TensorType, TupleType
 from irtool.ops.registry import OpPattern, get_op
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gc
 from dataclasses import dataclass
+from typing import NoReturn
 
 import numpy as np
 
@@ -69,15 +70,17 @@ def describe(node: Expr) -> str:
         callee = node.op
         if isinstance(callee, Op):
             return f"call to {callee.name}"
-        if isinstance(callee, (GlobalVar, Var, Constructor)):
-            return f"call to {describe(callee) if not isinstance(callee, Constructor) else callee.name}"
+        if isinstance(callee, Constructor):
+            return f"call to {callee.name}"
+        if isinstance(callee, (GlobalVar, Var)):
+            return f"call to {describe(callee)}"
         return "call"
     return {Function: "function", Let: "let", If: "if", Tuple: "tuple", TupleGetItem: "tuple projection",
             RefCreate: "ref", RefRead: "ref_read", RefWrite: "ref_write", Match: "match",
             Constant: "constant", Constructor: "constructor"}.get(type(node), type(node).__name__)
 
 
-@dataclass
+@dataclass(eq=False)
 class _Waiting:
     """An operator call (or, with `op` None, a tuple projection) whose argument types are incomplete yet."""
 
@@ -109,7 +112,9 @@ class _Inferencer:
 
     def run_expr(self, expr: Expr) -> None:
         for name, func in self.mod.functions.items():
-            self.global_types[name] = self.function_type(func)
+            # The module's own inference (if it ran) knows the unannotated parts of the signature.
+            known = func.checked_type
+            self.global_types[name] = known if isinstance(known, FuncType) else self.function_type(func)
         self.visit(expr)
         self.finish()
 
@@ -174,7 +179,7 @@ class _Inferencer:
     def show(self, t: Type) -> str:
         return str(self.solver.resolve(t))
 
-    def fail(self, message: str, at: Expr | Pattern | None, fallback: Span | None = None) -> None:
+    def fail(self, message: str, at: Expr | Pattern | None, fallback: Span | None = None) -> NoReturn:
         span = at.span if at is not None and at.span is not None else fallback
         raise DiagnosticError(message, span)
 
@@ -267,7 +272,6 @@ class _Inferencer:
         if isinstance(node, Op):
             self.fail(f"operator {node.name} used as a value: only calls of operators have a type", node)
         self.fail(f"cannot type {type(node).__name__} expressions", node)
-        raise AssertionError("unreachable")
 
     def infer_projection(self, node: TupleGetItem) -> Type:
         t = self.solver.find(self.term(node.tuple_value))
@@ -297,6 +301,9 @@ class _Inferencer:
         if not isinstance(callee_t, FuncType):
             name = describe(node.op) if isinstance(node.op, (Var, GlobalVar)) else "this expression"
             self.fail(f"cannot call {name}: it has type {self.show(callee_t)}, not a function", node)
+        if node.type_args and len(node.type_args) != len(callee_t.type_params):
+            self.fail(f"{describe(node.op)} takes {len(callee_t.type_params)} type arguments, "
+                      f"got {len(node.type_args)}", node)
         fn_t = self.solver.instantiate(callee_t, tuple(self.solver.import_type(t) for t in node.type_args))
         if len(fn_t.arg_types) != len(args):
             self.fail(f"wrong number of arguments: {describe(node.op)} takes {len(fn_t.arg_types)}, "
@@ -327,7 +334,28 @@ class _Inferencer:
         except TypeRelError as err:
             msg = str(err)
             self.fail(msg if msg.startswith(f"{opdef.name}:") else f"{opdef.name}: {msg}", node)
-            raise AssertionError("unreachable") from err
+
+    def settle(self) -> None:
+        """Apply waiting relations whose inputs became complete, until nothing changes."""
+        progress = True
+        while self.pending and progress:
+            waiting, self.pending = self.pending, []
+            progress = False
+            for p in waiting:
+                if self.try_apply(p):
+                    progress = True
+                else:
+                    self.pending.append(p)
+
+    def speculate(self, p: _Waiting) -> bool:
+        """Offer a relation its incomplete inputs; True if it answered (and the answer was unified)."""
+        assert p.op is not None and p.op.type_rel is not None and isinstance(p.node, Call)
+        try:
+            out = p.op.type_rel([self.solver.resolve(t) for t in p.args], p.op.full_attrs(p.node.attrs))
+        except Exception:  # noqa: BLE001 - a probe: any failure means "needs its inputs", decided strictly later
+            return False
+        self.unify(p.result, out, p.node)
+        return True
 
     def try_apply(self, p: _Waiting) -> bool:
         """Apply a waiting relation if its inputs are known now; False if it must wait longer."""
@@ -346,21 +374,30 @@ class _Inferencer:
         return True
 
     def finish(self) -> None:
-        """Retry waiting relations to a fixpoint, then require every type to be fully known."""
-        progress = True
-        while self.pending and progress:
-            waiting, self.pending = self.pending, []
-            progress = False
-            for p in waiting:
-                if self.try_apply(p):
-                    progress = True
-                else:
-                    self.pending.append(p)
-        for p in self.pending:
+        """Solve the waiting relations, then require every type to be fully known.
+
+        Strict rounds apply relations whose inputs are complete, to a fixpoint. When stuck, one
+        speculative round offers each waiting relation its partial inputs: one that does not need
+        the unknown parts (an identity such as `on_device`) answers, and its answer lets types
+        flow backwards from the result, as TVM's two-way relations do. Speculative answers are
+        re-checked strictly once everything is known.
+        """
+        rechecks: list[_Waiting] = []
+        while True:
+            self.settle()
+            speculated = [p for p in self.pending if p.op is not None and self.speculate(p)]
+            if not speculated:
+                break
+            rechecks += speculated
+            answered = {id(p) for p in speculated}
+            self.pending = [p for p in self.pending if id(p) not in answered]
+        for p in self.pending + rechecks:
             inputs = p.node.args if isinstance(p.node, Call) else (p.node.tuple_value,)
             for arg, t in zip(inputs, p.args):
                 if self.solver.has_hole(t):
                     self.fail(f"cannot infer type of {describe(arg)}", arg, p.node.span)
+        for p in rechecks:
+            assert self.try_apply(p)
         resolved: list[tuple[Expr, Type]] = []
         for node in self.order:
             t = self.solver.resolve(self.terms[id(node)])

@@ -81,7 +81,7 @@ class Solver:
         if not fn.type_params:
             return fn
         fn = self.resolve(fn)  # type: ignore[assignment]
-        args = type_args if len(type_args) == len(fn.type_params) else tuple(self.fresh() for _ in fn.type_params)
+        args = type_args or tuple(self.fresh() for _ in fn.type_params)
         mapping = {p.name: a for p, a in zip(fn.type_params, args)}
         return FuncType(tuple(substitute(a, mapping) for a in fn.arg_types), substitute(fn.ret_type, mapping))
 

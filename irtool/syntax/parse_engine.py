@@ -23,8 +23,6 @@ from typing import Any
 
 # A token: (terminal name, text, start offset, end offset). Offsets index the source text.
 Token = tuple[str, str, int, int]
-# An action: (kept children, start offset, end offset) -> value.
-Action = Callable[[list[Any], int, int], Any]
 
 END = "$END"
 _FORMAT = 1  # bump when the cached JSON layout changes
@@ -157,6 +155,7 @@ def load_table(grammar_text: str, starts: list[str]) -> Table:
     except (OSError, ValueError, KeyError, TypeError):
         pass
     table = _compile(grammar_text, starts)
+    tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".grammar-", suffix=".tmp")
@@ -164,7 +163,8 @@ def load_table(grammar_text: str, starts: list[str]) -> Table:
             f.write(_to_json(table))
         os.replace(tmp, path)
     except OSError:
-        pass
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
     return table
 
 
@@ -177,10 +177,11 @@ class SyntaxErrorAt(Exception):
         self.expected = expected
 
 
-def bind_actions(table: Table, actions: object, default: Action | None = None) -> list[tuple[str, int, Any, Any]]:
+def bind_actions(table: Table, actions: object) -> list[tuple[str, int, Any, Any]]:
     """Per rule: (origin, size, template, action or None for pass-through).
 
-    `actions` is an object whose methods are named after rule aliases or rule names.
+    `actions` is an object whose methods are named after rule aliases or rule names; a rule
+    without one is a grammar/actions mismatch, reported at once.
     """
     bound: list[tuple[str, int, Any, Any]] = []
     for rule in table.rules:
@@ -189,18 +190,9 @@ def bind_actions(table: Table, actions: object, default: Action | None = None) -
             continue
         fn = getattr(actions, rule.name, None)
         if fn is None:
-            if rule.name.startswith("$root_"):
-                fn = _first
-            elif default is not None:
-                fn = default
-            else:
-                raise LookupError(f"no action for grammar rule {rule.name!r}")
+            raise LookupError(f"no action for grammar rule {rule.name!r}")
         bound.append((rule.origin, rule.size, rule.template, fn))
     return bound
-
-
-def _first(children: list[Any], start: int, end: int) -> Any:
-    return children[0]
 
 
 def run(table: Table, bound: list[tuple[str, int, Any, Any]], start: str,

@@ -26,8 +26,8 @@ from irtool.ir.expr import (EMPTY_ATTRS, Attrs, Call, Constant, Expr, Function, 
                             MetaRef, Op, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem, Var)
 from irtool.ir.module import IRModule
 from irtool.ir.span import Span
-from irtool.ir.types import (Any as AnyDim, FuncType, IncompleteType, TensorType, TupleType, Type, TypeCall,
-                             TypeVar, parse_dtype)
+from irtool.ir.types import (Any as AnyDim, FuncType, IncompleteType, RefType, TensorType, TupleType, Type,
+                             TypeCall, TypeVar, parse_dtype)
 from irtool.ops.registry import OpDef, get_op, op_names
 from irtool.syntax import parse_engine
 from irtool.syntax.diagnostics import SOURCES, Diagnostic, DiagnosticError, suggest
@@ -92,7 +92,8 @@ def _parse(text: str, source_name: str, line_offset: int, metadata: dict[str, li
         head = _leading_tokens(chunks)
         if start is None:
             first = next((t for t in head if t[0] != "VERSION"), None)
-            start = "module" if first is None or first[1] in _MODULE_KEYWORDS else "expression"
+            start = "module" if first is None or first[0] == "METADATA" or first[1] in _MODULE_KEYWORDS \
+                else "expression"
         builder = _Builder(src, _metadata_table(src, lexer, metadata), start == "module")
         bound = parse_engine.bind_actions(table, builder)
         return parse_engine.run(table, bound, start, _chain(head, chunks), len(text))
@@ -131,7 +132,9 @@ def _syntax_error(src: SourceText, err: parse_engine.SyntaxErrorAt, table: parse
     shown = sorted({_describe(table, term) for term in err.expected})
     if len(shown) > 8:
         shown = shown[:8] + ["..."]
-    found = "end of input" if kind == parse_engine.END else f"`{text}`"
+    found = "end of input" if kind == parse_engine.END else f"`{text[:40]}`"
+    if kind == "METADATA":
+        found, end = "`#[metadata]`", start + len("#[metadata]")
     expected = shown[0] if len(shown) == 1 else "one of " + ", ".join(shown)
     return src.error(f"unexpected {found}; expected {expected}", start, max(end, start + 1))
 
@@ -155,7 +158,7 @@ def _metadata_table(src: SourceText, lexer: Lexer,
     with `extra` (file entries first, as TVM merges `init_meta_table`)."""
     merged: dict[str, list[object]] = {}
     if "#[metadata]" in src.text:
-        for kind, text, start, end in (t for chunk in tokenize(src, lexer) for t in chunk):
+        for kind, text, start, _ in (t for chunk in tokenize(src, lexer) for t in chunk):
             if kind == "METADATA":
                 try:
                     merged = parse_metadata_json(text[len("#[metadata]"):])
@@ -399,7 +402,7 @@ class _Builder:
 
     # -- expressions
     def sequence(self, ch: list[Any], start: int, end: int) -> Let:
-        return Let(Var("", IncompleteType()), ch[0], ch[1], self.span(start, end))
+        return Let(Var("", IncompleteType(), ch[0].span), ch[0], ch[1], self.span(start, end))
 
     def let_head(self, ch: list[Any], start: int, end: int) -> tuple[Var, _Scope]:
         token, ty = ch
@@ -722,6 +725,9 @@ class _Builder:
         if self.module_mode:
             self.adt_uses.append(token)
         return TypeCall(token[1], args)
+
+    def ref_type(self, ch: list[Any], start: int, end: int) -> RefType:
+        return RefType(ch[0])
 
     def incomplete_type(self, ch: list[Any], start: int, end: int) -> IncompleteType:
         return IncompleteType()

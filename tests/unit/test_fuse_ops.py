@@ -9,6 +9,8 @@ uses an operator irtool does not register, an operator of the same pattern kind 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -18,12 +20,15 @@ from irtool.analysis.dominators import (BROADCAST, COMM_REDUCE, ELEMWISE, INJECT
                                         OUT_ELEMWISE_FUSABLE, DataflowGraph, PostDominatorTree,
                                         build_dataflow_graph)
 from irtool.analysis.typecheck import infer_types
-from irtool.ir import (Call, Constant, Expr, Function, If, IRModule, Let, Op, RefCreate, RefRead, TensorType,
-                       Tuple, TupleGetItem, Var, free_vars, post_order, structural_equal)
+from irtool.ir import (Attrs, Call, Constant, Expr, Function, If, IRModule, Let, Match, Op, RefCreate, RefRead,
+                       RefWrite, TensorType, Tuple, TupleGetItem, Var, free_vars, post_order, structural_equal)
 from irtool.eval.interpreter import run_function
 from irtool.ops.registry import get_op
 from irtool.passes.base import PASS_REGISTRY
 from irtool.passes.fuse_ops import FuseOps, fuse_function
+from irtool.syntax.diagnostics import DiagnosticError
+from irtool.syntax.parser import parse_module
+from irtool.syntax.printer import print_module
 
 F32 = "float32"
 
@@ -193,14 +198,9 @@ def test_fuse_simple_matches_tvm_expected_function() -> None:
     out = fuse(module([x], op("squeeze", op("exp", op("add", x, const(1.0))))))
     p = var("p", (10, 20))
     prim = Function([p], op("squeeze", op("exp", op("add", p, const(1.0)))), TensorType((10, 20), F32),
-                    attrs=FuseOps_attrs())
+                    attrs=Attrs({"Primitive": 1}))
     x2 = var("x", (10, 20))
     assert structural_equal(out["main"], Function([x2], Call(prim, [x2])))
-
-
-def FuseOps_attrs():  # noqa: N802 - reads like TVM's `with_attr("Primitive", 1)`
-    from irtool.ir import Attrs
-    return Attrs({"Primitive": 1})
 
 
 def conv(data: Expr, w: Expr, k: int) -> Call:
@@ -504,7 +504,6 @@ def test_registered_with_options() -> None:
 
 
 def test_bad_options_are_diagnostics() -> None:
-    from irtool.syntax.diagnostics import DiagnosticError
     x = var("x", (2,))
     with pytest.raises(DiagnosticError, match="max-depth"):
         FuseOps(max_depth=0).apply(module([x], op("exp", x)))
@@ -639,3 +638,65 @@ def test_fusion_preserves_results_and_limits_groups(program: tuple[IRModule, lis
         assert all(isinstance(n, (Call, Tuple, TupleGetItem, Var, Constant, Op)) for n in post_order(call.op.body))  # type: ignore
         # only its own parameters are free in a fused function
         assert free_vars(call.op) == []  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------------------------
+# Real programs
+
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = REPO / "../shared/corpus/tvm-relay"
+
+
+def corpus_programs() -> list[Path]:
+    return sorted(CORPUS.glob("*.relay")) if CORPUS.is_dir() else []
+
+
+@pytest.mark.skipif(not corpus_programs(), reason="TVM corpus (../shared/corpus/tvm-relay) not present")
+def test_corpus_programs_fuse_and_round_trip() -> None:
+    """Every corpus program that type-checks still does after fusion, and prints/re-parses stably."""
+    fused = 0
+    for path in corpus_programs():
+        try:
+            mod = parse_module(path.read_text(), str(path))
+            infer_types(mod)
+        except DiagnosticError:
+            continue  # unregistered operators or deliberately ill-typed programs
+        out = fuse(mod)
+        text = print_module(out)
+        again = parse_module(text, f"{path.name}.fused")
+        infer_types(again)
+        assert print_module(again) == text, path.name
+        for fn in out.functions.values():
+            for node in post_order(fn):
+                if isinstance(node, Function) and node.is_primitive and "Compiler" not in node.attrs:
+                    assert not any(isinstance(n, (Let, If, Match, RefCreate, RefRead, RefWrite))
+                                   for n in post_order(node.body)), path.name
+        fused += 1
+    assert fused >= 100  # 105 of the corpus programs type-check with the registered operators
+
+
+@pytest.mark.parametrize("name", ["mlp.relay", "resnet_block.relay"])
+def test_samples_compute_the_same_after_fusion(name: str) -> None:
+    mod = parse_module((REPO / "samples" / name).read_text(), name)
+    infer_types(mod)
+    rng = np.random.default_rng(0)
+    inputs = []
+    for p in mod["main"].params:
+        t = p.checked_type
+        assert isinstance(t, TensorType)
+        inputs.append(rng.standard_normal(t.shape).astype(t.dtype))  # type: ignore[arg-type]
+    out = fuse(mod)
+    assert primitive_calls(out["main"])
+    for a, b in zip(flat(run_function(out, inputs)), flat(run_function(mod, inputs))):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_group_without_a_call_is_not_primitive() -> None:
+    """TVM marks a fused function `Primitive=0` when its body calls no operator."""
+    x, y = var("x", (2,)), var("y", (2,))
+    out = fuse(module([x, y], TupleGetItem(Tuple([x, y]), 0)))
+    body = out["main"].body
+    assert isinstance(body, Call) and isinstance(body.op, Function)
+    assert body.op.attrs["Primitive"] == 0
+    assert body_ops(body.op) == ("tuple", ".0")
+    assert [a.name_hint for a in body.args] == ["x", "y"]  # type: ignore[attr-defined]

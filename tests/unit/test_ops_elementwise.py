@@ -265,11 +265,16 @@ def reduce_case(draw):
     return x, axis, exclude, keepdims, axes
 
 
+def wrap_int32(v: int) -> int:
+    """Two's-complement wrap-around, as int32 arithmetic overflows."""
+    return (v + 2**31) % 2**32 - 2**31
+
+
 REDUCE_ORACLES = {
-    "sum": sum,
+    "sum": lambda v: wrap_int32(sum(v)),
     "max": max,
     "min": min,
-    "prod": math.prod,
+    "prod": lambda v: wrap_int32(math.prod(v)),
     "mean": lambda v: math.trunc(sum(v) / len(v)),
 }
 

@@ -243,7 +243,7 @@ def random_value(t: Type, rng: np.random.Generator):
     return (rng.standard_normal(t.shape) * 3).astype(t.dtype)
 
 
-@settings(max_examples=1500)
+@settings(max_examples=600)
 @given(call=random_call(dynamic=True))
 def test_type_relations_fail_only_with_type_errors(call) -> None:
     """Whatever the arguments and attributes, a relation answers a type or a TypeRelError."""
@@ -262,7 +262,7 @@ def test_type_relations_fail_only_with_type_errors(call) -> None:
     assert isinstance(result, (TensorType, TupleType))
 
 
-@settings(max_examples=1500)
+@settings(max_examples=600)
 @given(call=random_call(dynamic=False), seed=st.integers(0, 2**16))
 def test_accepted_calls_compute_values_of_the_inferred_type(call, seed: int) -> None:
     """If the relation accepts static argument types, the kernel runs and agrees with it."""

@@ -13,7 +13,7 @@ import pytest
 
 from irtool.ir import (Any, Expr, Call, Constant, Constructor, FuncType, Function, GlobalVar, If,
                        IncompleteType, IRModule, Let, Match, MetaRef, Op, PatternConstructor, PatternTuple,
-                       PatternVar, PatternWildcard, RefCreate, RefRead, RefWrite, Span, TensorType, Tuple,
+                       PatternVar, PatternWildcard, RefCreate, RefRead, RefType, RefWrite, Span, TensorType, Tuple,
                        TupleGetItem, TupleType, TypeCall, TypeVar, Var)
 from irtool.syntax.diagnostics import SOURCES, DiagnosticError, render_error
 from irtool.syntax.parser import parse, parse_expr, parse_module
@@ -263,6 +263,14 @@ def test_attribute_value_kinds() -> None:
     assert type(fn.attrs["C"]) is bool and type(fn.attrs["A"]) is int
 
 
+def test_integer_list_token_means_the_same_as_a_spelled_out_list() -> None:
+    # `[1, 2]` is lexed as one INT_LIST token; with a comment inside it takes the generic rule.
+    fast = parse_expr("fn (A=[1, --2, -3,], B=[ 4 ]) { () }")
+    slow = parse_expr("fn (A=[1, /* c */ --2, -3,], B=[/**/4]) { () }")
+    assert isinstance(fast, Function) and isinstance(slow, Function)
+    assert dict(fast.attrs) == dict(slow.attrs) == {"A": (1, 2, -3), "B": (4,)}
+
+
 def test_duplicate_attribute_is_an_error() -> None:
     err = error_of("fn (A=1, A=2) { () }")
     assert "duplicate attribute `A`" in str(err) and err.span == Span("t.relay", 1, 10, 1, 11)
@@ -349,7 +357,7 @@ def test_pattern_errors(text: str, fragment: str, col: int) -> None:
 def test_types() -> None:
     fn = parse_expr("fn [A](%a: Tensor[(1, ?, 3), float32], %b: Tensor[(3), int8], %c: (int32,), %d: (int32),"
                     " %e: (), %f: fn (int32, A) -> bool, %g: _, %h: int8x4, %i: uint1x4, %j: int, "
-                    "%k: Tensor[(), float16], %l: (float32, (bool, float64))) -> A { %a }")
+                    "%k: Tensor[(), float16], %l: (float32, (bool, float64)), %m: ref(int32)) -> A { %a }")
     assert isinstance(fn, Function)
     types = [p.type_annotation for p in fn.params]
     assert types[0] == TensorType((1, Any(), 3), "float32")
@@ -362,6 +370,7 @@ def test_types() -> None:
     assert types[9] == TensorType((), "int32") and types[10] == TensorType((), "float16")
     assert types[11] == TupleType((TensorType((), "float32"),
                                    TupleType((TensorType((), "bool"), TensorType((), "float64")))))
+    assert types[12] == RefType(TensorType((), "int32"))
     assert fn.type_params == (TypeVar("A"),) and fn.ret_type == TypeVar("A")
 
 
@@ -496,6 +505,18 @@ def test_nested_comments_and_annotations_are_skipped() -> None:
     expr = parse_expr("/* a /* nested */ comment */ // line\n(1 /* ty=int32 */, 2) // end")
     assert isinstance(expr, Tuple) and len(expr.fields) == 2
     assert expr.span == Span("<string>", 2, 1, 2, 22)
+
+
+def test_grammar_table_cache_round_trips(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from irtool.grammar import grammar_text
+    from irtool.syntax import parse_engine
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    text = grammar_text("relay")
+    first = parse_engine.load_table(text, ["module", "expression"])    # computed, then cached
+    assert len(list((tmp_path / "irtool").glob("grammar-*.json"))) == 1
+    second = parse_engine.load_table(text, ["module", "expression"])   # read back from the cache
+    assert second.states == first.states and second.rules == first.rules
+    assert second.literals == first.literals and second.end_states == first.end_states
 
 
 # ---- Deep programs -----------------------------------------------------------------------------------------

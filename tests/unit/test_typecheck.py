@@ -132,6 +132,16 @@ def test_operator_relation_waits_for_argument_types() -> None:
     assert_all_typed(prog)  # type: ignore[arg-type]
 
 
+def test_identity_relation_lets_types_flow_back_from_its_result() -> None:
+    # %a and %b are only known through %h(%z), which reaches them through on_device's result.
+    mod = check(HEADER + "def @main(%x: bool, %y: Tensor[(5, 7), float32], %z: Tensor[(5, 7), float32]) {\n"
+                "  let %f = fn (%a) { add(%a, %y) };\n  let %g = fn (%b) { subtract(%b, %y) };\n"
+                "  let %h = on_device(if (%x) { %f } else { %g });\n  %h(%z)\n}\n")
+    t57 = t((5, 7))
+    assert mod["main"].checked_type == FuncType((BOOL, t57, t57), t57)  # type: ignore[index]
+    assert_all_typed(mod["main"])  # type: ignore[index]
+
+
 def test_relation_result_checked_against_later_constraint() -> None:
     err = fails("free_var %a: Tensor[(2, 2), float32];\n"
                 "let %f = fn (%y) -> Tensor[(3), float32] { add(%y, %y) };\n%f(%a)")
@@ -298,6 +308,20 @@ def test_explicit_type_arguments_are_used() -> None:
     call = Call(GlobalVar("id"), [Constant(np.array(1, "int32"))], type_args=(F32,))
     with pytest.raises(DiagnosticError, match="expected float32, found int32"):
         infer_types(call, mod)
+    call = Call(GlobalVar("id"), [Constant(np.array(1, "int32"))], type_args=(F32, F32))
+    with pytest.raises(DiagnosticError, match="@id takes 1 type arguments, got 2"):
+        infer_types(call, mod)
+
+
+def test_lone_expression_uses_the_inferred_signatures_of_a_module() -> None:
+    mod = check(HEADER + "def @f(%x) { %x + 1 }\ndef @main() { @f(2) }\n")
+    assert isinstance(mod, IRModule)
+    assert infer_expr_type(Call(GlobalVar("f"), [Constant(np.array(5, "int32"))]), mod) == I32
+
+
+def test_polymorphic_let_bound_function_is_instantiated_per_call() -> None:
+    prog = check("let %id = fn [A](%x: A) -> A { %x };\n(%id(1), %id(2f))")
+    assert prog.checked_type == TupleType((I32, F32))  # type: ignore[union-attr]
 
 
 def test_polymorphic_function_value_passed_where_a_monomorphic_one_is_expected() -> None:

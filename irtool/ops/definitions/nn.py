@@ -16,7 +16,8 @@ from irtool.ir.expr import AttrValue
 from irtool.ir.types import Any, Dim, TensorType, TupleType, Type
 from irtool.ops.attrs import lengths, one_of, positive
 from irtool.ops.definitions._common import (
-    as_array, dims_equal, int_pair, is_known, norm_axis, np_dtype, padding4, prod, tensor_arg)
+    as_array, check_domain, dims_equal, int_pair, is_known, norm_axis, np_dtype, padding4, prod,
+    tensor_arg)
 from irtool.ops.registry import AttrField, OpDef, OpPattern, TypeRelError, Value, register
 
 Attrs = Mapping[str, AttrValue]
@@ -121,6 +122,8 @@ CONV2D_ATTRS = (
 def _conv2d_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     op = "nn.conv2d"
     x, w = tensor_arg(op, types, 0, "data"), tensor_arg(op, types, 1, "weight")
+    check_domain(op, x, "numeric", "data")
+    check_domain(op, w, "numeric", "weight")
     _rank(op, x, 4, "data")
     _rank(op, w, 4, "weight")
     dl, kl = str(attrs["data_layout"]), str(attrs["kernel_layout"])
@@ -185,6 +188,8 @@ register(OpDef("nn.conv2d", 2, CONV2D_ATTRS, OpPattern.OUT_ELEMWISE_FUSABLE, _co
 def _dense_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     op = "nn.dense"
     x, w = tensor_arg(op, types, 0, "data"), tensor_arg(op, types, 1, "weight")
+    check_domain(op, x, "numeric", "data")
+    check_domain(op, w, "numeric", "weight")
     if x.ndim < 1:
         raise TypeRelError(f"{op}: data must have rank >= 1, got {x}")
     _rank(op, w, 2, "weight")
@@ -213,6 +218,8 @@ register(OpDef("nn.dense", 2,
 def _batch_matmul_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     op = "nn.batch_matmul"
     a, b = tensor_arg(op, types, 0, "x"), tensor_arg(op, types, 1, "y")
+    check_domain(op, a, "numeric", "x")
+    check_domain(op, b, "numeric", "y")
     _rank(op, a, 3, "x")
     _rank(op, b, 3, "y")
     m, ka = (a.shape[2], a.shape[1]) if attrs["transpose_a"] else (a.shape[1], a.shape[2])
@@ -261,7 +268,7 @@ def _channel_vector(op: str, data: TensorType, t: Type, axis: int, what: str) ->
 
 def _bias_add_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     op = "nn.bias_add"
-    x = tensor_arg(op, types, 0, "data")
+    x = check_domain(op, tensor_arg(op, types, 0, "data"), "numeric")
     axis = norm_axis(op, int(attrs["axis"]), x.ndim)  # type: ignore[arg-type]
     bias = _channel_vector(op, x, types[1], axis, "bias")
     if bias.dtype != x.dtype:
@@ -288,7 +295,7 @@ register(OpDef("nn.bias_add", 2, (AttrField("axis", "int", 1),), OpPattern.BROAD
 
 def _batch_norm_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     op = "nn.batch_norm"
-    x = tensor_arg(op, types, 0, "data")
+    x = check_domain(op, tensor_arg(op, types, 0, "data"), "float")
     axis = norm_axis(op, int(attrs["axis"]), x.ndim)  # type: ignore[arg-type]
     names = ("gamma", "beta", "moving_mean", "moving_var")
     vecs = [_channel_vector(op, x, t, axis, name) for t, name in zip(types[1:], names)]
@@ -318,7 +325,7 @@ register(OpDef("nn.batch_norm", 5,
 
 def _axis_rel(op: str) -> Callable[[Sequence[Type], Attrs], Type]:
     def rel(types: Sequence[Type], attrs: Attrs) -> Type:
-        x = tensor_arg(op, types, 0, "data")
+        x = check_domain(op, tensor_arg(op, types, 0, "data"), "float")
         norm_axis(op, int(attrs["axis"]), x.ndim)  # type: ignore[arg-type]
         return x
     return rel
@@ -370,7 +377,7 @@ register(OpDef("nn.lrn", 1,
 
 
 def _dropout_rel(types: Sequence[Type], attrs: Attrs) -> Type:
-    x = tensor_arg("nn.dropout", types, 0, "data")
+    x = check_domain("nn.dropout", tensor_arg("nn.dropout", types, 0, "data"), "float")
     return TupleType((x, x))
 
 
@@ -398,7 +405,7 @@ POOL_ATTRS = (
 
 def _pool_rel(op: str) -> Callable[[Sequence[Type], Attrs], Type]:
     def rel(types: Sequence[Type], attrs: Attrs) -> Type:
-        x = tensor_arg(op, types, 0, "data")
+        x = check_domain(op, tensor_arg(op, types, 0, "data"), "numeric")
         _rank(op, x, 4, "data")
         layout = str(attrs["layout"])
         n, c, h, w = _shape_in(layout, "NCHW", x)
@@ -474,7 +481,7 @@ GLOBAL_POOL_ATTRS = (
 
 def _global_pool_rel(op: str) -> Callable[[Sequence[Type], Attrs], Type]:
     def rel(types: Sequence[Type], attrs: Attrs) -> Type:
-        x = tensor_arg(op, types, 0, "data")
+        x = check_domain(op, tensor_arg(op, types, 0, "data"), "numeric")
         _rank(op, x, 4, "data")
         layout = str(attrs["layout"])
         n, c, _, _ = _shape_in(layout, "NCHW", x)
@@ -542,6 +549,8 @@ def _pad(args: list[Value], attrs: Attrs) -> Value:
     x, value = args
     mode = str(attrs["pad_mode"])
     width = [tuple(row) for row in attrs["pad_width"]]  # type: ignore[union-attr]
+    if x.ndim == 0:
+        return x.copy()
     if mode == "constant":
         out = np.pad(x, width, constant_values=np.asarray(value).astype(x.dtype))
     else:
