@@ -203,6 +203,14 @@ def test_bias_add_and_batch_norm() -> None:
     with pytest.raises(TypeRelError, match="bias must be a vector of 3 elements"):
         rel("nn.bias_add", tt(2, 3, 4), tt(4))
 
+    slopes = np.array([0.5, -1, 2], np.float32)
+    _, out = apply_op("nn.prelu", [x - 12, slopes])
+    for idx in np.ndindex(x.shape):
+        v = x[idx] - 12
+        assert out[idx] == (v if v > 0 else v * slopes[idx[1]])
+    with pytest.raises(TypeRelError, match="alpha must be a vector of 3 elements"):
+        rel("nn.prelu", tt(2, 3, 4), tt(4))
+
     gamma, beta = np.array([1, 2, 0.5], np.float32), np.array([0, 1, -1], np.float32)
     mean, var = np.array([1, 2, 3], np.float32), np.array([4, 1, 0.25], np.float32)
     t, (y, m, v) = apply_op("nn.batch_norm", [x, gamma, beta, mean, var], {"epsilon": 0.0})

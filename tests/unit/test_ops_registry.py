@@ -8,12 +8,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from irtool.ir.expr import MetaRef
 from irtool.ir.span import Span
-from irtool.ir.types import FuncType, TensorType, TupleType, TypeCall
+from irtool.ir.types import Any as AnyDim
+from irtool.ir.types import FuncType, TensorType, TupleType, Type, TypeCall
 from irtool.ops import OpPattern, TypeRelError, get_op, op_names
-from irtool.ops.apply import apply_op
+from irtool.ops.apply import apply_op, value_type
 from irtool.syntax.diagnostics import DiagnosticError
 
 CORPUS = Path(__file__).resolve().parents[2] / "../shared/corpus/tvm-relay"
@@ -62,7 +65,7 @@ TVM_PATTERNS = {
                         "zeros_like ones_like",
     OpPattern.BROADCAST: "add subtract multiply divide power maximum minimum equal not_equal less "
                          "less_equal greater greater_equal logical_and logical_or where nn.bias_add "
-                         "expand_dims",
+                         "expand_dims nn.prelu",
     OpPattern.INJECTIVE: "reshape transpose squeeze concatenate split strided_slice take "
                          "layout_transform nn.pad nn.batch_flatten",
     OpPattern.COMM_REDUCE: "sum mean max min prod argmax argmin collapse_sum_like",
@@ -188,12 +191,6 @@ def test_call_lowered_types_and_calls_its_callee() -> None:
 
 
 # ------------------------------------------- facets agree with each other on random calls
-
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from irtool.ir.types import Any as AnyDim, Type  # noqa: E402
-from irtool.ops.apply import value_type  # noqa: E402
 
 SPECIAL = {"on_device", "device_copy", "call_lowered", "memory.alloc_storage",
            "memory.alloc_tensor", "memory.kill"}

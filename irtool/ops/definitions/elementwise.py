@@ -54,16 +54,18 @@ def _erf(x: np.ndarray) -> np.ndarray:
 
 
 # name -> (numpy function, dtype domain); each is ElemWise with the identity type relation.
+# Math functions accept integers too, as TVM's IdentityRel does (the TVM corpus takes `log` of
+# an int); the result is computed in floating point and converted back to the dtype.
 UNARY_MATH: dict[str, tuple[Callable[[np.ndarray], np.ndarray], str]] = {
     "negative": (np.negative, "numeric"),
     "abs": (np.abs, "numeric"),
-    "exp": (np.exp, "float"),
-    "log": (np.log, "float"),
-    "sqrt": (np.sqrt, "float"),
-    "rsqrt": (lambda x: x.dtype.type(1) / np.sqrt(x), "float"),
-    "tanh": (np.tanh, "float"),
-    "sigmoid": (lambda x: x.dtype.type(1) / (x.dtype.type(1) + np.exp(-x)), "float"),
-    "erf": (_erf, "float"),
+    "exp": (np.exp, "numeric"),
+    "log": (np.log, "numeric"),
+    "sqrt": (np.sqrt, "numeric"),
+    "rsqrt": (lambda x: x.dtype.type(1) / np.sqrt(x), "numeric"),
+    "tanh": (np.tanh, "numeric"),
+    "sigmoid": (lambda x: x.dtype.type(1) / (x.dtype.type(1) + np.exp(-x)), "numeric"),
+    "erf": (_erf, "numeric"),
     "floor": (np.floor, "numeric"),
     "ceil": (np.ceil, "numeric"),
     "round": (_round_half_away, "numeric"),
@@ -89,11 +91,13 @@ for _name, (_fn, _domain) in UNARY_MATH.items():
 
 def _leaky_relu(args: list[Value], attrs: Attrs) -> Value:
     x = args[0]
-    return as_array(np.where(x > 0, x, x * x.dtype.type(attrs["alpha"])), str(x.dtype))
+    alpha = float(attrs["alpha"])  # type: ignore[arg-type]
+    # A Python float keeps float32 math in float32 (NEP 50) and lifts integers to float64.
+    return as_array(np.where(x > 0, x, x * alpha), str(x.dtype))
 
 
 register(OpDef("nn.leaky_relu", 1, (AttrField("alpha", "float", 0.25),), OpPattern.ELEMWISE,
-               identity_rel("nn.leaky_relu", "float"), _leaky_relu,
+               identity_rel("nn.leaky_relu", "numeric"), _leaky_relu,
                description="x if x > 0 else alpha * x"))
 
 

@@ -293,6 +293,26 @@ register(OpDef("nn.bias_add", 2, (AttrField("axis", "int", 1),), OpPattern.BROAD
                _bias_add_rel, _bias_add, description="adds a vector along one axis"))
 
 
+def _prelu_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    op = "nn.prelu"
+    x = check_domain(op, tensor_arg(op, types, 0, "data"), "numeric")
+    axis = norm_axis(op, int(attrs["axis"]), x.ndim)  # type: ignore[arg-type]
+    alpha = _channel_vector(op, x, types[1], axis, "alpha")
+    if alpha.dtype != x.dtype:
+        raise TypeRelError(f"{op}: dtype mismatch between {x} and {alpha}")
+    return x
+
+
+def _prelu(args: list[Value], attrs: Attrs) -> Value:
+    x, alpha = args
+    axis = int(attrs["axis"]) % x.ndim  # type: ignore[arg-type]
+    return as_array(np.where(x > 0, x, x * _along(alpha, axis, x.ndim)), str(x.dtype))
+
+
+register(OpDef("nn.prelu", 2, (AttrField("axis", "int", 1),), OpPattern.BROADCAST,
+               _prelu_rel, _prelu, description="leaky relu with one learned slope per channel"))
+
+
 def _batch_norm_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     op = "nn.batch_norm"
     x = check_domain(op, tensor_arg(op, types, 0, "data"), "float")
