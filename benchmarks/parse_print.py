@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -132,6 +133,23 @@ def xdsl_parse(text: str) -> Timing | None:
     return timing
 
 
+def rough_tokens(text: str) -> int:
+    """An approximate token count (identifiers, sigiled names, numbers, punctuation)."""
+    return len(re.findall(r"[%@^]?[A-Za-z_][\w.]*|%\d+|\d+|\S", text))
+
+
+def lark_tree_parse(text: str) -> Timing:
+    """Stock Lark (LALR, its own lexer, building a parse tree) on the same grammar: the baseline
+    irtool's table-driven engine replaces. Whitespace/comment skipping is added for Lark's lexer."""
+    import lark
+
+    from irtool.grammar import grammar_text
+    grammar = grammar_text("relay") + "\n%ignore /[ \\t\\r\\n]+/\n%ignore /\\/\\*(.|\\n)*?\\*\\//\n"
+    parser = lark.Lark(grammar, parser="lalr", lexer="basic", start="module")
+    timing, _ = timed(lambda: parser.parse(text))
+    return timing
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small sizes for a fast check")
@@ -152,6 +170,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"irtool print, model ({str(printed).count(chr(10))} lines out): "
           f"{print_t.rates(str(printed).count(chr(10)))}")
 
+    lark_t = lark_tree_parse(text)
+    print(f"stock Lark tree parse, same text and grammar: {lark_t.rates(n_lines)}; "
+          f"irtool is {lark_t.cpu / parse_t.cpu:.1f}x faster (CPU)")
+
     mlir = mlir_text(lines - 1)
     xdsl = xdsl_parse(mlir)
     if xdsl is None:
@@ -161,6 +183,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"xDSL parse, MLIR of {m_lines} lines (same op count): {xdsl.rates(m_lines)}")
         print(f"irtool / xDSL lines/s: {(n_lines / parse_t.wall) / (m_lines / xdsl.wall):.1f}x wall, "
               f"{(n_lines / parse_t.cpu) / (m_lines / xdsl.cpu):.1f}x CPU (target >= 3x)")
+        # MLIR spells every operand and result type, Relay lines are shorter: per token too.
+        relay_tokens, mlir_tokens = rough_tokens(re.sub(r"/\*.*?\*/", "", text)), rough_tokens(mlir)
+        print(f"  per token: irtool {relay_tokens / parse_t.cpu:,.0f}/s CPU ({relay_tokens / n_lines:.0f} per line), "
+              f"xDSL {mlir_tokens / xdsl.cpu:,.0f}/s CPU ({mlir_tokens / m_lines:.0f} per line)")
 
     for name, make in (("let chain", let_chain), ("graph chain", graph_chain)):
         chain_text = make(chain)

@@ -281,6 +281,8 @@ def verify(mod: IRModule) -> None:
     from irtool.analysis.wellformed import check_well_formed
     check_well_formed(mod)
     infer_types(mod)
+    from irtool.passes.verify_memory_plan import check_memory_plan
+    check_memory_plan(mod)  # only when `main` carries a memory plan (plan-memory)
 
 
 def list_passes() -> list[tuple[str, str, list[PassOption]]]:

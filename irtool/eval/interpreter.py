@@ -34,15 +34,18 @@ Frame = dict[int, Value]
 
 # Task codes of the machine. `_EVAL` evaluates a node and pushes its value; the others are
 # continuations that consume the values their sub-expressions pushed.
-_EVAL, _STORE, _CALL, _CALL_OP, _TUPLE, _GET_ITEM, _LET, _IF, _MATCH, _REF_CREATE, _REF_READ, _REF_WRITE = range(12)
+(_EVAL, _STORE, _RETURN, _CALL, _CALL_OP, _TUPLE, _GET_ITEM, _LET, _IF, _MATCH, _REF_CREATE, _REF_READ,
+ _REF_WRITE) = range(13)
 _MISSING = object()
 
 
 class Interpreter:
     """Evaluates expressions of one module; reusable across many evaluations (fold-constant does)."""
 
-    def __init__(self, mod: IRModule | None = None) -> None:
+    def __init__(self, mod: IRModule | None = None, max_call_depth: int = 500_000) -> None:
         self.mod = mod if mod is not None else IRModule()
+        # Pending calls cost about 1 kB each; past this depth the program almost surely loops.
+        self.max_call_depth = max_call_depth
         self._globals: dict[str, Closure] = {}
         # Per-node caches keyed by id(); each entry keeps its node so a recycled id cannot match.
         self._captures: dict[int, tuple[Function, tuple[Var, ...]]] = {}
@@ -63,7 +66,7 @@ class Interpreter:
             func = self.mod.functions.get(name)
             if func is None:
                 raise DiagnosticError(f"undefined global function @{name}", span)
-            closure = self._globals[name] = Closure(func, {})
+            closure = self._globals[name] = Closure(func, {}, self.apply)
         return closure
 
     def apply(self, callee: Value, args: Sequence[Value]) -> Value:
@@ -83,6 +86,7 @@ class Interpreter:
     def _loop(self, root: Expr, frame: Frame) -> Value:
         tasks: list[tuple[int, Expr, Frame]] = [(_EVAL, root, frame)]
         vals: list[Value] = []
+        depth = 0
         push = tasks.append
         pop = tasks.pop
         while tasks:
@@ -158,6 +162,9 @@ class Interpreter:
                     raise DiagnosticError(f"the interpreter cannot evaluate {type(node).__name__}", node.span)
             elif code == _STORE:
                 f[id(node)] = vals[-1]
+            elif code == _RETURN:
+                f[id(node)] = vals[-1]
+                depth -= 1
             elif code == _CALL_OP:
                 n = len(node.args)
                 if n:
@@ -180,10 +187,14 @@ class Interpreter:
                     if len(params) != n:
                         raise DiagnosticError(
                             f"function of {len(params)} parameters called with {n} arguments", node.span)
+                    depth += 1
+                    if depth > self.max_call_depth:
+                        raise DiagnosticError(f"more than {self.max_call_depth} nested calls; "
+                                              "does the recursion terminate?", node.span)
                     new_frame = dict(callee.env) if callee.env else {}
                     for p, a in zip(params, args):
                         new_frame[id(p)] = a
-                    push((_STORE, node, f))
+                    push((_RETURN, node, f))
                     push((_EVAL, func.body, new_frame))
                     continue
                 if type(callee) is Constructor:
@@ -273,7 +284,7 @@ class Interpreter:
         """Capture the free variables' current values (a variable still unbound is the let-bound
         function itself in a recursive `let`; `_LET` fills it in)."""
         env = {id(v): frame[id(v)] for v in self._capture_list(func) if id(v) in frame}
-        return Closure(func, env)
+        return Closure(func, env, self.apply)
 
     def _compute(self, call: Call, args: list[Value], callee: Op | None = None) -> Value:
         """Run an operator's reference implementation; failures are located at the call."""

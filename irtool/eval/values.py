@@ -8,6 +8,7 @@ operator used as a value is represented by its IR node.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import TypeAlias
 
 import numpy as np
@@ -18,13 +19,22 @@ from irtool.syntax.diagnostics import DiagnosticError
 
 
 class Closure:
-    """A function value: the function and the values of its free variables (keyed by `id(var)`)."""
+    """A function value: the function and the values of its free variables (keyed by `id(var)`).
 
-    __slots__ = ("func", "env")
+    Calling it from Python runs it with the interpreter that made it, so operators that take a
+    function argument (`call_lowered`) can simply call their argument.
+    """
 
-    def __init__(self, func: Function, env: dict[int, Value]) -> None:
+    __slots__ = ("func", "env", "runner")
+
+    def __init__(self, func: Function, env: dict[int, Value],
+                 runner: Callable[[Closure, Sequence[Value]], Value]) -> None:
         self.func = func
         self.env = env
+        self.runner = runner
+
+    def __call__(self, *args: Value) -> Value:
+        return self.runner(self, args)
 
     def __repr__(self) -> str:
         return f"Closure({len(self.func.params)} params)"

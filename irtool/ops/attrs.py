@@ -6,8 +6,11 @@ wrong attribute is reported at the call's span and every later consumer can trus
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from irtool.ir.expr import Attrs, AttrValue, MetaRef, attrs_key
 from irtool.ir.span import Span
@@ -23,17 +26,18 @@ class AttrKindError(ValueError):
 
 
 def _is_int(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+    """Python or numpy integers (frontends hand over numpy scalars), but not booleans."""
+    return isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
 
 
 def _is_number(v: object) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    return isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
 
 
 def _int(v: AttrValue) -> int:
     if not _is_int(v):
         raise AttrKindError("an integer")
-    return v  # type: ignore[return-value]
+    return int(v)  # type: ignore[arg-type]
 
 
 def _float(v: AttrValue) -> float:
@@ -43,8 +47,8 @@ def _float(v: AttrValue) -> float:
 
 
 def _bool(v: AttrValue) -> bool:
-    if isinstance(v, bool):
-        return v
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
     if _is_int(v) and v in (0, 1):
         return bool(v)
     raise AttrKindError("a boolean (True or False)")
@@ -70,7 +74,7 @@ def _dtype(v: AttrValue) -> str:
 def _int_list(v: AttrValue) -> tuple:
     if not isinstance(v, tuple) or not all(_is_int(x) for x in v):
         raise AttrKindError("a list of integers")
-    return v
+    return tuple(int(x) for x in v)  # type: ignore[arg-type]
 
 
 def _float_list(v: AttrValue) -> tuple:
@@ -80,8 +84,10 @@ def _float_list(v: AttrValue) -> tuple:
 
 
 def _int_or_list(v: AttrValue) -> AttrValue:
-    if _is_int(v) or (isinstance(v, tuple) and all(_is_int(x) for x in v)):
-        return v
+    if _is_int(v):
+        return int(v)  # type: ignore[arg-type]
+    if isinstance(v, tuple) and all(_is_int(x) for x in v):
+        return tuple(int(x) for x in v)  # type: ignore[arg-type]
     raise AttrKindError("an integer or a list of integers")
 
 
@@ -89,7 +95,7 @@ def _int_list_list(v: AttrValue) -> tuple:
     if not isinstance(v, tuple) or not all(
             isinstance(row, tuple) and all(_is_int(x) for x in row) for row in v):
         raise AttrKindError("a list of lists of integers")
-    return v
+    return tuple(tuple(int(x) for x in row) for row in v)  # type: ignore[union-attr]
 
 
 def _meta(v: AttrValue) -> MetaRef:
@@ -99,8 +105,10 @@ def _meta(v: AttrValue) -> MetaRef:
 
 
 def _device(v: AttrValue) -> AttrValue:
-    if isinstance(v, (MetaRef, str)) or _is_int(v):
+    if isinstance(v, (MetaRef, str)):
         return v
+    if _is_int(v):
+        return int(v)  # type: ignore[arg-type]
     raise AttrKindError("a device: meta[VirtualDevice][i], a device number or a name")
 
 
@@ -135,7 +143,7 @@ def show_value(v: AttrValue) -> str:
 def convert(op_name: str, f: AttrField, value: AttrValue) -> AttrValue:
     """The canonical form of one attribute value; AttrKindError/ValueError carry the complaint."""
     if value is None:
-        if f.optional or f.default is None:
+        if f.optional or (f.default is None and not f.required):
             return None
         raise ValueError(f"{op_name}: attribute `{f.name}` cannot be None")
     try:

@@ -60,6 +60,12 @@ Value = np.ndarray | tuple
 
 @dataclass
 class OpDef:
+    """One operator with every facet passes consult; declared once in `definitions/<family>.py`.
+
+    `extra` holds optional flags: `reshape_only` (the result is a view of the input's bytes, so
+    memory planning may alias it, as TVM's TReshapeOp).
+    """
+
     name: str
     # Number of arguments; None for variadic.
     num_inputs: int | None

@@ -75,10 +75,6 @@ class SourceText:
         # Offsets at which each line starts.
         self.line_starts = [0, *accumulate(len(line) + 1 for line in text.split("\n"))][:-1]
 
-    def position(self, offset: int) -> tuple[int, int]:
-        line = bisect_right(self.line_starts, offset)
-        return line + self.line_offset, offset - self.line_starts[line - 1] + 1
-
     def span(self, start: int, end: int) -> Span:
         starts = self.line_starts
         line = bisect_right(starts, start)

@@ -169,15 +169,6 @@ def _metadata_table(src: SourceText, lexer: Lexer,
     return merged
 
 
-def _typed_key(value: object) -> object:
-    """A hashable key for attribute values that tells `1`, `1.0` and `True` apart."""
-    if isinstance(value, dict):
-        return tuple((k, _typed_key(v)) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return (list, tuple(_typed_key(v) for v in value))
-    return (type(value), value)
-
-
 # ---- Scopes ---------------------------------------------------------------------------------------
 
 class _Scope:
@@ -215,11 +206,13 @@ class _FnSig:
 class _AttrList:
     """Keyword attributes as written, with where each key is (for duplicate-key errors)."""
 
-    __slots__ = ("values", "keys")
+    __slots__ = ("values", "keys", "start", "end")
 
-    def __init__(self) -> None:
+    def __init__(self, start: int) -> None:
         self.values: dict[str, Any] = {}
         self.keys: dict[str, Token] = {}
+        self.start = start   # source range, whose text keys the normalisation cache
+        self.end = start
 
 
 # ---- Rule actions -----------------------------------------------------------------------------------
@@ -236,7 +229,7 @@ class _Builder:
         self.type_env: dict[str, TypeVar] = {}
         self.free_vars: dict[str, Var] = {}
         self.graph: dict[int, Expr] = {}
-        self.graph_spans: dict[int, Span] = {}
+        self.graph_tokens: dict[int, Token] = {}
         self.ctors: dict[str, Constructor] = {}
         self.ctor_spans: dict[str, Span] = {}
         self.type_defs: dict[str, TypeData] = {}
@@ -248,6 +241,7 @@ class _Builder:
         self.constants: dict[int, np.ndarray] = {}
         self.normalized: dict[tuple[str, object], Attrs] = {}
         self.numbers: dict[str, tuple[int | float, str]] = {}
+        self.int_lists: dict[str, tuple[int, ...]] = {}
 
     def error(self, message: str, start: int, end: int) -> DiagnosticError:
         return self.src.error(message, start, end)
@@ -418,10 +412,12 @@ class _Builder:
         token, value = ch
         number = int(token[1][1:])
         if number in self.graph:
+            earlier = self.graph_tokens[number]
             raise DiagnosticError(f"graph variable `%{number}` is already defined", self.span(token[2], token[3]),
-                                  notes=[Diagnostic("note", "previous definition is here", self.graph_spans[number])])
+                                  notes=[Diagnostic("note", "previous definition is here",
+                                                    self.span(earlier[2], earlier[3]))])
         self.graph[number] = value
-        self.graph_spans[number] = self.span(token[2], token[3])
+        self.graph_tokens[number] = token
 
     def free_var(self, ch: list[Any], start: int, end: int) -> None:
         token, ty = ch
@@ -468,8 +464,9 @@ class _Builder:
         return Call(callee, args, self.attrs_of(attrs), self.span(start, end))
 
     def op_attrs(self, op_name: str, attrs: _AttrList, span: Span) -> Attrs:
-        """`OpDef.normalize_attrs`, memoised: a model repeats the same few attribute sets."""
-        key = (op_name, _typed_key(attrs.values))
+        """`OpDef.normalize_attrs`, memoised on the attributes' source text: a model repeats the
+        same few attribute sets, and equal text means equal values."""
+        key = (op_name, self.src.text[attrs.start:attrs.end])
         normalized = self.normalized.get(key)
         if normalized is None:
             opdef = self.opdefs.get(op_name) or get_op(op_name)
@@ -629,7 +626,7 @@ class _Builder:
 
     # -- attributes
     def attrs_first(self, ch: list[Any], start: int, end: int) -> _AttrList:
-        return self.attrs_append([_AttrList(), ch[0]], start, end)
+        return self.attrs_append([_AttrList(start), ch[0]], start, end)
 
     def attrs_append(self, ch: list[Any], start: int, end: int) -> _AttrList:
         attrs, (token, value) = ch
@@ -640,6 +637,7 @@ class _Builder:
                                                     self.span(attrs.keys[key][2], attrs.keys[key][3]))])
         attrs.values[key] = value
         attrs.keys[key] = token
+        attrs.end = end
         return attrs
 
     def attrs_of(self, attrs: _AttrList | None) -> Attrs:
@@ -654,8 +652,12 @@ class _Builder:
 
     def attr_int_list(self, ch: list[Any], start: int, end: int) -> tuple:
         token = ch[0]
-        items = [item.strip() for item in token[1][1:-1].split(",")]
-        return tuple(self.number_of((token[0], item, token[2], token[3]))[0] for item in items if item)
+        values = self.int_lists.get(token[1])
+        if values is None:
+            items = [item.strip() for item in token[1][1:-1].split(",")]
+            values = self.int_lists[token[1]] = tuple(
+                self.number_of((token[0], item, token[2], token[3]))[0] for item in items if item)
+        return values
 
     def attr_bool(self, ch: list[Any], start: int, end: int) -> bool:
         return ch[0][1] == "True"

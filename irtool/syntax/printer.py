@@ -298,6 +298,7 @@ class _Printer:
         self.attr_texts: dict[int, str] = {}
         self.type_texts: dict[Type, str] = {}
         self.type_ids: dict[int, str] = {}  # a first lookup by identity: type hashing is slow
+        self.literals: dict[tuple[str, bytes], str] = {}  # "" = no literal form
 
     # --- names and atoms -------------------------------------------------------------------------
 
@@ -355,9 +356,16 @@ class _Printer:
         if t is Var:
             return self.var_name(node)  # type: ignore[arg-type]  # free in its definition
         if t is Constant:
-            text = scalar_literal(node.data)  # type: ignore[attr-defined]
-            if text is None:
-                text = f"meta[relay.Constant][{self.constant_slot(node.data)}]"  # type: ignore[attr-defined]
+            data = node.data  # type: ignore[attr-defined]
+            text = None
+            if data.ndim == 0:
+                # Literal texts by value: the parser makes one Constant per `1f` a model repeats.
+                key = (data.dtype.str, data.tobytes())
+                text = self.literals.get(key)
+                if text is None:
+                    text = self.literals[key] = scalar_literal(data) or ""
+            if not text:
+                text = f"meta[relay.Constant][{self.constant_slot(data)}]"
             if self.show_types and node.checked_type is not None:
                 text += f" /* ty={type_to_text(node.checked_type)} */"
         elif t is GlobalVar:

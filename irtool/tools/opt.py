@@ -51,7 +51,11 @@ class OptOptions:
 
 
 def verify(prog: Program) -> None:
-    """Well-formedness, then type inference (which also records every expression's type)."""
+    """Well-formedness, then type inference (which also records every expression's type).
+
+    The same check as `irtool.passes.manager.verify`, without importing every pass when no pass
+    runs (and it accepts lone expressions too).
+    """
     from irtool.analysis.typecheck import infer_types
     from irtool.analysis.wellformed import check_well_formed
     check_well_formed(prog)

@@ -153,6 +153,19 @@ def test_single_input_overrides_npz_entry(tmp_path: Path) -> None:
         assert int(out["output0"]) == 6
 
 
+def test_tuple_parameter_takes_dotted_names(tmp_path: Path) -> None:
+    prog = write(tmp_path / "pair.relay", """
+    def @main(%t: (float32, Tensor[(2), int32])) -> Tensor[(2), int32] { %t.1 * 2 }""")
+    np.savez(tmp_path / "in.npz", **{"t.0": np.float32(1), "t.1": np.array([3, -5], np.int32)})
+    proc = irtool_run(prog, "--inputs", "in.npz", "-o", "out.npz", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    with np.load(tmp_path / "out.npz") as out:
+        np.testing.assert_array_equal(out["output0"], np.array([6, -10], np.int32))
+    np.savez(tmp_path / "partial.npz", **{"t.0": np.float32(1)})
+    err = failed(irtool_run(prog, "--inputs", "partial.npz", cwd=tmp_path))
+    assert err.strip() == "error: main expects %t: (float32, Tensor[(2), int32]); missing input `t.1`"
+
+
 def test_adt_program_runs_from_the_command_line(tmp_path: Path) -> None:
     np.savez(tmp_path / "in.npz", a=np.float32(0.5), b=np.float32(2.5), c=np.float32(4.0))
     proc = irtool_run(SAMPLES / "adt_list.relay", "--inputs", "in.npz", "-o", "out.npz", cwd=tmp_path)

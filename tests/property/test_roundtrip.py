@@ -41,10 +41,3 @@ def test_dataflow_programs_are_well_typed_and_round_trip_with_types_shown(mod: I
     # `/* ty=... */` annotations are comments: the annotated text reads back to the same program.
     assert_round_trips(mod, show_types=True)
     assert "/* ty=" in print_program(mod, show_types=True)
-
-
-@settings()
-@given(modules())
-def test_printing_a_parsed_module_is_idempotent(mod: IRModule) -> None:
-    once = print_program(parse(print_program(mod), "a.relay"))
-    assert print_program(parse(once, "b.relay")) == once

@@ -251,6 +251,17 @@ def test_evaluate_module_and_expression_against_globals() -> None:
         evaluate(call)
 
 
+def test_call_lowered_calls_its_function_argument() -> None:
+    out = run("""def @kernel(%a: Tensor[(2), float32], %b: Tensor[(2), float32]) -> Tensor[(2), float32] {
+      subtract(%a, %b)
+    }
+    def @main(%x: Tensor[(2), float32]) -> Tensor[(2), float32] {
+      %0 = (%x, %x * 3f);
+      call_lowered(@kernel, %0)
+    }""", np.array([1, 2], np.float32))
+    np.testing.assert_array_equal(out, np.array([-2, -4], np.float32))
+
+
 def test_countdown_recursion_100000_deep() -> None:
     mod = load("""def @count(%n: int32, %acc: int32) -> int32 {
       if (%n == 0) { %acc } else { @count(%n - 1, %acc + 2) }
@@ -466,6 +477,14 @@ def test_unbound_variable_is_an_error() -> None:
     x = Var("lonely")
     with pytest.raises(DiagnosticError, match="%lonely has no value"):
         evaluate(Call(Op("add"), [x, x]))
+
+
+def test_unbounded_recursion_is_reported_not_run_out_of_memory() -> None:
+    mod = load("def @spin(%x: int32) -> int32 {\n  @spin(%x + 1)\n}")
+    interp = Interpreter(mod, max_call_depth=5_000)
+    with pytest.raises(DiagnosticError, match="more than 5000 nested calls") as info:
+        interp.apply(interp.global_function("spin"), [i32(0)])
+    assert (info.value.span.line, info.value.span.col) == (3, 3)
 
 
 def test_input_mismatches_list_the_signature() -> None:

@@ -99,6 +99,11 @@ def test_attribute_values_are_canonicalised() -> None:
     assert dict(get_op("cast").normalize_attrs({"dtype": "float32"})) == {"dtype": "float32"}
     bn = get_op("nn.batch_norm").normalize_attrs({"epsilon": 2e-5, "center": False, "axis": 1})
     assert list(bn) == ["epsilon", "center"]
+    # Frontends may hand over numpy scalars; they become plain Python values.
+    pool = get_op("nn.max_pool2d").normalize_attrs({"pool_size": (np.int64(2), 2),
+                                                    "ceil_mode": np.bool_(True)})
+    assert dict(pool) == {"pool_size": (2, 2), "ceil_mode": True}
+    assert type(pool["pool_size"][0]) is int and type(pool["ceil_mode"]) is bool
     sum_attrs = get_op("sum").normalize_attrs({"keepdims": True, "axis": [1, 2]})
     assert list(sum_attrs.items()) == [("axis", (1, 2)), ("keepdims", True)]
 
@@ -106,6 +111,7 @@ def test_attribute_values_are_canonicalised() -> None:
 @pytest.mark.parametrize("name,attrs,message", [
     ("cast", {}, "cast: missing required attribute `dtype`"),
     ("cast", {"dtype": ""}, "`dtype` must name a dtype"),
+    ("cast", {"dtype": None}, "`dtype` cannot be None"),
     ("cast", {"dtype": 3}, "`dtype` expects a dtype string"),
     ("clip", {"a_min": "0", "a_max": 1.0}, "`a_min` expects a number, got \"0\""),
     ("sum", {"keepdims": 2}, "`keepdims` expects a boolean"),

@@ -208,6 +208,13 @@ def test_strided_slice_modes() -> None:
     assert t == tt(4, 2, dtype="int32") and out[0].tolist() == [1, 2]
     t, out = apply_op("strided_slice", [x], {"begin": [1, 2], "end": [2, -1], "slice_mode": "size"})
     assert out.tolist() == [[7, 8, 9], [12, 13, 14]]
+    # Missing strides are 1 and missing begin/end cover the whole axis (TVM).
+    t, out = apply_op("strided_slice", [x], {"begin": [1], "end": [3], "strides": [1, 2]})
+    assert out.tolist() == [[5, 7, 9], [10, 12, 14]]
+    t, out = apply_op("strided_slice", [x], {"begin": [3, 0], "end": [0], "strides": [-2]})
+    assert out.tolist() == [[15, 16, 17, 18, 19], [5, 6, 7, 8, 9]]
+    with pytest.raises(TypeRelError, match="one entry per distinct axis"):
+        rel("strided_slice", tt(4, 4), begin=[0, 0], end=[1, 1], axes=[1, -1])
     with pytest.raises(TypeRelError, match="stride of 0"):
         rel("strided_slice", tt(4), begin=[0], end=[4], strides=[0])
     with pytest.raises(DiagnosticError, match="slice_mode"):
@@ -273,6 +280,41 @@ def test_layout_transform_blocked_and_back() -> None:
     assert t == tt(2, 2, 3, 3, 2, 4)
     for o, i, h, k in np.ndindex(w.shape):
         assert packed[o // 4, i // 2, h, k, i % 2, o % 4] == w[o, i, h, k]
+
+
+@st.composite
+def blocked_layout(draw) -> tuple[str, dict[str, int]]:
+    """A permutation of NCHW with some primal axes split by 2 or 4 (sub-axes placed after)."""
+    primal = "".join(draw(st.permutations("NCHW")))
+    factors = {a: draw(st.sampled_from([2, 4])) for a in "CHW" if draw(st.booleans())}
+    subs = draw(st.permutations(sorted(factors)))
+    return primal + "".join(f"{factors[a]}{a.lower()}" for a in subs), factors
+
+
+def lay_out(logical: np.ndarray, layout: str, factors: dict[str, int]) -> np.ndarray:
+    """Place each element of an NCHW array at its index in `layout` (the definition)."""
+    letters = [ch for ch in layout if ch.isalpha()]
+    extent = dict(zip("NCHW", logical.shape))
+    shape = [extent[a] // factors.get(a, 1) if a.isupper() else factors[a.upper()] for a in letters]
+    out = np.empty(shape, logical.dtype)
+    for idx in np.ndindex(logical.shape):
+        pos = dict(zip("NCHW", idx))
+        out[tuple(pos[a] // factors.get(a, 1) if a.isupper() else pos[a.upper()] % factors[a.upper()]
+                  for a in letters)] = logical[idx]
+    return out
+
+
+@settings(max_examples=60)
+@given(src=blocked_layout(), dst=blocked_layout())
+def test_layout_transform_between_random_layouts(src, dst) -> None:
+    logical = np.arange(2 * 8 * 4 * 4, dtype=np.int32).reshape(2, 8, 4, 4)
+    src_layout, src_factors = src
+    dst_layout, dst_factors = dst
+    data = lay_out(logical, src_layout, src_factors)
+    want = lay_out(logical, dst_layout, dst_factors)
+    t, out = apply_op("layout_transform", [data], {"src_layout": src_layout, "dst_layout": dst_layout})
+    assert t == TensorType(want.shape, "int32")
+    assert np.array_equal(out, want)
 
 
 def test_layout_transform_errors() -> None:

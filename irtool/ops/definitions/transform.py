@@ -18,10 +18,6 @@ from irtool.ops.registry import AttrField, OpDef, OpPattern, TypeRelError, Value
 Attrs = Mapping[str, AttrValue]
 
 
-def _static(t: np.ndarray) -> TensorType:
-    return TensorType(tuple(t.shape), str(t.dtype))
-
-
 # ---------------------------------------------------------------------------------- reshape
 
 def reshape_dims(op: str, shape: Sequence[Dim], newshape: Sequence[int],
@@ -288,39 +284,44 @@ register(OpDef("split", 1,
 # ------------------------------------------------------------------------- strided_slice
 
 
-def _slices(op: str, shape: Sequence[Dim], attrs: Attrs) -> list[tuple[int, int | None, int] | None]:
-    """Per axis (begin, end, stride) in numpy slice terms, or None for an untouched axis."""
+def _slices(op: str, shape: Sequence[Dim], attrs: Attrs) -> list[tuple[int | None, int | None, int] | None]:
+    """Per axis (begin, end, stride) in Python slice terms, or None for an untouched axis.
+
+    As in TVM, missing begin/end entries mean the whole axis and missing strides are 1.
+    """
     begin, end = list(attrs["begin"]), list(attrs["end"])  # type: ignore[arg-type]
     strides = list(attrs["strides"] or ())  # type: ignore[arg-type]
     axes_attr = attrs["axes"]
-    axes = [norm_axis(op, a, len(shape)) for a in axes_attr] if axes_attr is not None \
-        else list(range(min(len(begin), len(shape))))  # type: ignore[union-attr]
-    if len(begin) > len(shape) or len(end) > len(axes) and axes_attr is not None:
-        raise TypeRelError(f"{op}: begin {begin} has more entries than the rank {len(shape)}")
-    if axes_attr is not None and not (len(begin) == len(end) == len(axes)):
-        raise TypeRelError(f"{op}: begin, end and axes must have the same length")
-    if len(strides) > 1 and len(strides) < len(axes):
-        raise TypeRelError(f"{op}: strides {strides} do not cover the sliced axes")
+    if axes_attr is None:
+        n = max(len(begin), len(end), len(strides))
+        if n > len(shape):
+            raise TypeRelError(f"{op}: begin {begin}, end {end} and strides {strides} slice more "
+                               f"axes than the rank {len(shape)}")
+        axes = list(range(n))
+    else:
+        axes = [norm_axis(op, a, len(shape)) for a in axes_attr]  # type: ignore[union-attr]
+        if not len(begin) == len(end) == len(axes) or len(set(axes)) != len(axes):
+            raise TypeRelError(f"{op}: begin {begin}, end {end} and axes {list(axes_attr)} "  # type: ignore[arg-type]
+                               "must have one entry per distinct axis")
     size_mode = attrs["slice_mode"] == "size"
-    out: list[tuple[int, int | None, int] | None] = [None] * len(shape)
+    out: list[tuple[int | None, int | None, int] | None] = [None] * len(shape)
     for k, axis in enumerate(axes):
-        stride = 1 if size_mode or not strides else (strides[k] if len(strides) > 1 else strides[0])
+        stride = strides[k] if k < len(strides) and not size_mode else 1
         if stride == 0:
             raise TypeRelError(f"{op}: a stride of 0 is not allowed")
-        b = begin[k]
-        e: int | None = end[k] if k < len(end) else None
+        b = begin[k] if k < len(begin) else None
+        e = end[k] if k < len(end) else None
         if size_mode and e is not None:
-            if e < 0:
-                e = None
-            else:
-                extent = shape[axis]
-                start = b + extent if b < 0 and is_known(extent) else b  # type: ignore[operator]
-                e = start + e  # type: ignore[operator]
+            start = b or 0
+            extent = shape[axis]
+            if start < 0 and is_known(extent):
+                start += extent  # type: ignore[operator]
+            e = None if e < 0 else start + e
         out[axis] = (b, e, stride)
     return out
 
 
-def _slice_extent(extent: Dim, sl: tuple[int, int | None, int] | None) -> Dim:
+def _slice_extent(extent: Dim, sl: tuple[int | None, int | None, int] | None) -> Dim:
     if sl is None:
         return extent
     if not is_known(extent):

@@ -1,0 +1,366 @@
+"""Liveness of the tensors of a dataflow `main`, the input of memory planning.
+
+`main` is read as a sequence of *steps*: its calls in execution (post-)order. A step's callee may
+be a fused `Primitive=1` function literal, a global, an operator, or `call_lowered(@f, (args))`;
+tuples, projections and `let` only route tensors between steps. Every tensor a step produces is
+live from that step to the last step that reads it (inclusive); `main`'s results stay live to the
+last step. Parameters and constants exist before the first step and are not planned.
+Reshape-only steps and `on_device` annotations produce no tensor: their result *is* their input
+(an alias), so their readers extend the input's live range.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from irtool.ir.expr import (AttrValue, Call, Constant, Expr, Function, GlobalVar, Let, Op, Tuple,
+                            TupleGetItem, Var)
+from irtool.ir.module import IRModule
+from irtool.ir.span import Span
+from irtool.ir.types import TensorType, TupleType, Type, dtype_bytes
+from irtool.ir.visitor import post_order
+from irtool.ops.registry import OpPattern, get_op
+from irtool.syntax.diagnostics import DiagnosticError
+
+# A device as the annotations write it (`virtual_device=1`, a name, or `meta[VirtualDevice][i]`);
+# None is the default device.
+Device = AttrValue
+
+KERNEL, ALIAS, COPY = "kernel", "alias", "copy"
+CALL, PARAM, CONSTANT = "call", "param", "constant"
+
+
+@dataclass
+class PlannedTensor:
+    """One flattened tensor value of `main`."""
+
+    index: int
+    kind: str  # CALL (a step's output), PARAM or CONSTANT
+    ttype: TensorType
+    nbytes: int
+    step: int  # producing step; -1 for parameters and constants
+    first: int
+    last: int
+    name: str
+    device: Device = None
+    span: Span | None = None
+
+
+@dataclass
+class Step:
+    """One call of `main`. `inputs` has one entry per flattened argument slot (repeats kept)."""
+
+    index: int
+    call: Call
+    kind: str  # KERNEL, ALIAS (reshape-only / on_device) or COPY (device_copy)
+    label: str  # the operators the callee runs, e.g. `nn.conv2d+nn.relu`
+    inputs: list[int] = field(default_factory=list)
+    outputs: list[int] = field(default_factory=list)
+    # Every operator of the callee is element-wise or broadcast: output element i reads only
+    # element i of an input of the output's shape, so that input's bytes may be overwritten.
+    elementwise: bool = False
+    device_annotation: tuple[str, dict[str, AttrValue]] | None = None
+
+
+@dataclass
+class Liveness:
+    func: Function
+    steps: list[Step]
+    tensors: list[PlannedTensor]
+    outputs: list[int]  # the tensors `main` returns, flattened
+    params: list[list[int]] = field(default_factory=list)  # each parameter's tensors
+
+    def planned(self) -> list[PlannedTensor]:
+        """The tensors a memory plan places: step outputs (parameters and constants are inputs)."""
+        return [t for t in self.tensors if t.kind == CALL]
+
+    def devices(self) -> list[Device]:
+        """Devices of the planned tensors, in first-seen order."""
+        seen: dict[object, Device] = {}
+        for t in self.planned():
+            seen.setdefault(_device_key(t.device), t.device)
+        return list(seen.values())
+
+    def lower_bound(self) -> dict[object, int]:
+        """Per device key: the largest total of bytes live at one step, which no plan can beat."""
+        delta: dict[object, list[int]] = {}
+        n = len(self.steps)
+        for t in self.planned():
+            d = delta.setdefault(_device_key(t.device), [0] * (n + 1))
+            d[t.first] += t.nbytes
+            d[t.last + 1] -= t.nbytes
+        out: dict[object, int] = {}
+        for key, d in delta.items():
+            live = best = 0
+            for v in d:
+                live += v
+                best = max(best, live)
+            out[key] = best
+        return out
+
+    def no_reuse_bytes(self) -> int:
+        return sum(t.nbytes for t in self.planned())
+
+
+def _device_key(device: Device) -> object:
+    """Devices compare by value and kind (`1` and `"1"` differ)."""
+    return (type(device).__name__, device)
+
+
+def device_key(device: Device) -> object:
+    return _device_key(device)
+
+
+def tensor_bytes(t: TensorType, span: Span | None) -> int:
+    """prod(shape) * ceil(bits * lanes / 8), TVM's `GetMemorySize`."""
+    size = 1
+    for dim in t.shape:
+        if not isinstance(dim, int) or dim < 0:
+            raise DiagnosticError(f"memory planning needs static shapes, got {t}", span)
+        size *= dim
+    return size * dtype_bytes(t.dtype)
+
+
+def flatten_type(t: Type | None, span: Span | None) -> list[TensorType]:
+    """The tensors of a (nested) tuple type, left to right."""
+    out: list[TensorType] = []
+    stack: list[Type | None] = [t]
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, TensorType):
+            out.append(cur)
+        elif isinstance(cur, TupleType):
+            stack.extend(reversed(cur.fields))
+        else:
+            raise DiagnosticError(f"memory planning handles tensors and tuples of tensors, got {cur}", span)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Callee adapters: what a step runs, whatever form main is in.
+
+
+def callee_function(call: Call, mod: IRModule | None) -> Function | GlobalVar | Op | None:
+    """The function a step runs: the literal, the global's definition, or the operator.
+
+    `call_lowered(@f, (args))` runs `@f`; when `@f` is not a Relay function of `mod` (e.g. a TIR
+    function), the global itself is returned.
+    """
+    target: Expr = call.op
+    if isinstance(target, Op) and target.name == "call_lowered" and call.args:
+        target = call.args[0]
+    if isinstance(target, GlobalVar):
+        if mod is not None and target.name_hint in mod.functions:
+            return mod.functions[target.name_hint]
+        return target
+    if isinstance(target, (Function, Op)):
+        return target
+    return None
+
+
+def step_arguments(call: Call) -> tuple[Expr, ...]:
+    """The value arguments of a step (`call_lowered`'s argument tuple is unpacked)."""
+    if isinstance(call.op, Op) and call.op.name == "call_lowered" and len(call.args) == 2:
+        packed = call.args[1]
+        return packed.fields if isinstance(packed, Tuple) else (packed,)
+    return call.args
+
+
+@dataclass
+class _CalleeFacts:
+    kind: str
+    label: str
+    elementwise: bool
+    device_annotation: tuple[str, dict[str, AttrValue]] | None
+
+
+def _op_calls(fn: Function) -> list[Call]:
+    return [n for n in post_order(fn.body) if isinstance(n, Call) and isinstance(n.op, Op)]
+
+
+def _callee_facts(callee: Function | GlobalVar | Op | None, call: Call) -> _CalleeFacts:
+    if isinstance(callee, Op):
+        return _ops_facts([(callee.name, call)])
+    if isinstance(callee, Function):
+        facts = _ops_facts([(c.op.name, c) for c in _op_calls(callee)])  # type: ignore[union-attr]
+        if callee.attrs.get("relay.reshape_only"):
+            facts.kind = ALIAS
+        # A wrapped device op counts only when it is the whole body, applied to the parameter.
+        if facts.device_annotation is not None:
+            body = callee.body
+            if not (isinstance(body, Call) and len(callee.params) == 1 and body.args
+                    and body.args[0] is callee.params[0]):
+                raise DiagnosticError("memory planning: a device annotation must be a step of its own "
+                                      "(fuse-ops keeps them apart)", call.span)
+        return facts
+    name = callee.name_hint if isinstance(callee, GlobalVar) else "?"
+    return _CalleeFacts(KERNEL, name, False, None)
+
+
+def _ops_facts(ops: list[tuple[str, Call]]) -> _CalleeFacts:
+    names = [name for name, _ in ops]
+    defs = [get_op(name) for name in names]
+    device = [(n, c) for n, c in ops if n in DEVICE_OPS]
+    annotation = None
+    if device:
+        name, dcall = device[0]
+        opdef = get_op(name)
+        annotation = (name, opdef.full_attrs(dcall.attrs) if opdef is not None else dict(dcall.attrs))
+    if annotation is not None and annotation[0] == "on_device":
+        kind = ALIAS
+    elif annotation is not None:
+        kind = COPY
+    elif defs and all(d is not None and d.extra.get("reshape_only") for d in defs):
+        kind = ALIAS
+    else:
+        kind = KERNEL
+    elementwise = bool(defs) and all(d is not None and d.pattern <= OpPattern.BROADCAST for d in defs)
+    return _CalleeFacts(kind, "+".join(names) or "fn", elementwise, annotation)
+
+
+DEVICE_OPS = ("on_device", "device_copy")
+
+
+# ---------------------------------------------------------------------------------------------
+# Building the table
+
+
+class _Bind:
+    """A marker in the execution order: the `let` variable's value is now known."""
+
+    __slots__ = ("let",)
+
+    def __init__(self, let: Let) -> None:
+        self.let = let
+
+
+def _main_nodes(func: Function) -> list[Expr | _Bind]:
+    """Nodes of `main` in execution order, callee function literals not entered."""
+    order: list[Expr | _Bind] = []
+    seen: set[int] = set()
+    stack: list[tuple[Expr | _Bind, bool]] = [(func.body, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded or isinstance(node, _Bind):
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        children: tuple[Expr | _Bind, ...]
+        if isinstance(node, Call):
+            children = step_arguments(node)
+            if not isinstance(node.op, (Function, Op, GlobalVar)):
+                children = (node.op, *children)
+        elif isinstance(node, Let):
+            children = (node.value, _Bind(node), node.body)
+        elif isinstance(node, (Tuple, TupleGetItem)):
+            children = node.children()
+        elif isinstance(node, (Var, Constant, Function, GlobalVar, Op)):
+            children = ()
+        else:
+            raise DiagnosticError(f"memory planning handles dataflow `main` only, not "
+                                  f"`{type(node).__name__}`", node.span)
+        for child in reversed(children):
+            if isinstance(child, _Bind) or id(child) not in seen:
+                stack.append((child, False))
+    return order
+
+
+class _Builder:
+    def __init__(self, mod: IRModule, func: Function) -> None:
+        self.mod = mod
+        self.func = func
+        self.tensors: list[PlannedTensor] = []
+        self.steps: list[Step] = []
+        self.tokens: dict[int, list[int]] = {}
+        self.facts: dict[int, _CalleeFacts] = {}
+
+    def new_tensor(self, kind: str, ttype: TensorType, step: int, name: str, span: Span | None) -> int:
+        first = max(step, 0)
+        t = PlannedTensor(len(self.tensors), kind, ttype, tensor_bytes(ttype, span), step, first, first,
+                          name, span=span)
+        self.tensors.append(t)
+        return t.index
+
+    def run(self, entry: str) -> Liveness:
+        tokens = self.tokens
+        params: list[list[int]] = []
+        for param in self.func.params:
+            types = flatten_type(param.checked_type or param.type_annotation, param.span)
+            many = len(types) > 1
+            tokens[id(param)] = [self.new_tensor(PARAM, ty, -1, f"%{param.name_hint}" + (f".{i}" if many else ""),
+                                                 param.span) for i, ty in enumerate(types)]
+            params.append(tokens[id(param)])
+        for node in _main_nodes(self.func):
+            if isinstance(node, _Bind):
+                tokens[id(node.let.var)] = tokens[id(node.let.value)]
+            elif isinstance(node, Var):
+                if id(node) not in tokens:
+                    raise DiagnosticError(f"memory planning: `%{node.name_hint}` is not bound in `{entry}`",
+                                          node.span)
+            elif isinstance(node, Constant):
+                ttype = TensorType(tuple(int(d) for d in node.data.shape), str(node.data.dtype))
+                tokens[id(node)] = [self.new_tensor(CONSTANT, ttype, -1, f"const{len(self.tensors)}", node.span)]
+            elif isinstance(node, Tuple):
+                tokens[id(node)] = [t for f in node.fields for t in tokens[id(f)]]
+            elif isinstance(node, TupleGetItem):
+                tokens[id(node)] = _project(node, tokens[id(node.tuple_value)])
+            elif isinstance(node, Let):
+                tokens[id(node)] = tokens[id(node.body)]
+            elif isinstance(node, Call):
+                tokens[id(node)] = self.add_step(node)
+            else:  # callee literals, globals, operators: no tensors
+                tokens[id(node)] = []
+        outputs = tokens[id(self.func.body)]
+        end = max(len(self.steps) - 1, 0)
+        for t in outputs:
+            if self.tensors[t].kind == CALL:
+                self.tensors[t].last = end
+        return Liveness(self.func, self.steps, self.tensors, list(outputs), params)
+
+    def add_step(self, call: Call) -> list[int]:
+        callee = callee_function(call, self.mod)
+        key = id(callee) if callee is not None else id(call)
+        facts = self.facts.get(key)
+        if facts is None or isinstance(callee, Op):
+            facts = _callee_facts(callee, call)
+            self.facts[key] = facts
+        index = len(self.steps)
+        inputs = [t for a in step_arguments(call) for t in self.tokens[id(a)]]
+        step = Step(index, call, facts.kind, facts.label, inputs, [], facts.elementwise, facts.device_annotation)
+        for t in inputs:
+            tensor = self.tensors[t]
+            if tensor.kind == CALL:
+                tensor.last = max(tensor.last, index)
+        if facts.kind == ALIAS:
+            out_types = flatten_type(call.checked_type, call.span)
+            if len(inputs) != 1 or len(out_types) != 1 or \
+                    tensor_bytes(out_types[0], call.span) != self.tensors[inputs[0]].nbytes:
+                step.kind = KERNEL  # not a pure view after all: give it storage of its own
+            else:
+                step.outputs = list(inputs)
+        if step.kind != ALIAS:
+            types = flatten_type(call.checked_type, call.span)
+            many = len(types) > 1
+            step.outputs = [self.new_tensor(CALL, ty, index, f"%s{index}" + (f".{i}" if many else ""), call.span)
+                            for i, ty in enumerate(types)]
+        self.steps.append(step)
+        return list(step.outputs)
+
+
+def compute_liveness(mod: IRModule, entry: str = "main") -> Liveness:
+    """The step/tensor table of `entry` with devices assigned; `mod` must be type checked."""
+    from irtool.analysis.devices import assign_devices
+    live = _Builder(mod, mod.functions[entry]).run(entry)
+    assign_devices(live)
+    return live
+
+
+def _project(node: TupleGetItem, fields: list[int]) -> list[int]:
+    t = node.tuple_value.checked_type
+    if not isinstance(t, TupleType):
+        raise DiagnosticError("memory planning: projection of a non-tuple", node.span)
+    start = sum(len(flatten_type(f, node.span)) for f in t.fields[:node.index])
+    return fields[start:start + len(flatten_type(t.fields[node.index], node.span))]

@@ -1,0 +1,369 @@
+"""Static memory plans over a liveness table: where every intermediate tensor of `main` lives.
+
+A plan is a list of storages (blocks of bytes, each on one device) and, for every planned
+tensor, a storage and a byte offset in it. Three planners:
+
+- `greedy-by-size` (Pisarchyk & Lee 2020): one arena per device; tensors largest first, each at
+  the lowest aligned offset that is free over its whole live range. With `in_place`, an
+  element-wise step writes its result over a same-shaped input that dies at that step, so the
+  two share one buffer (this can beat the plain liveness lower bound).
+- `tvm-greedy`: TVM's GraphPlanMemory token allocator as DESIGN.md restates it: parameters and
+  constants get storages never reused; each step output requests a free storage (smallest in
+  [S, 16 S], else the largest in [S/16, S), which grows), else a new one.
+- `none`: AOT's on-demand allocator, every tensor its own storage.
+
+All planners are iterative and near-linear in the number of steps for graphs whose live sets
+are small (the usual case); greedy-by-size looks only at tensors whose ranges meet.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from irtool.analysis.liveness import ALIAS, CALL, CONSTANT, PARAM, Device, Liveness, device_key
+from irtool.ir.expr import Attrs, AttrValue, Call, Expr, Function, Op
+from irtool.ir.module import IRModule
+from irtool.ir.span import Span
+from irtool.ir.visitor import ExprMutator
+from irtool.syntax.diagnostics import DiagnosticError
+
+ARENA, TOKEN, INPUT = "arena", "token", "input"
+
+
+@dataclass
+class Storage:
+    index: int
+    device: Device
+    nbytes: int  # bytes the storage must hold
+    kind: str  # ARENA (offset-planned), TOKEN (one tensor at a time) or INPUT (a parameter/constant)
+    first_bytes: int = 0  # size of the first tensor placed in it (what TVM's StorageInfo reports)
+
+
+@dataclass
+class MemoryPlan:
+    algorithm: str
+    alignment: int
+    storages: list[Storage] = field(default_factory=list)
+    # tensor index -> (storage index, byte offset); planned tensors, plus inputs for tvm-greedy
+    placement: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+    def workspace_bytes(self) -> int:
+        """Bytes of all storages that hold intermediate tensors (inputs excluded)."""
+        return sum(s.nbytes for s in self.storages if s.kind != INPUT)
+
+    def total_bytes(self) -> int:
+        """Every storage, inputs included (how TVM's graph executor counts a plan)."""
+        return sum(s.nbytes for s in self.storages)
+
+
+def align_up(n: int, alignment: int) -> int:
+    return -(-n // alignment) * alignment
+
+
+# ---------------------------------------------------------------------------------------------
+# none
+
+
+def plan_none(live: Liveness, alignment: int = 64, in_place: bool = False) -> MemoryPlan:
+    plan = MemoryPlan("none", alignment)
+    for t in live.planned():
+        storage = Storage(len(plan.storages), t.device, t.nbytes, TOKEN, t.nbytes)
+        plan.storages.append(storage)
+        plan.placement[t.index] = (storage.index, 0)
+    return plan
+
+
+# ---------------------------------------------------------------------------------------------
+# tvm-greedy
+
+
+class _FreeList:
+    """Free storages keyed by their byte size (a multimap: equal keys keep insertion order)."""
+
+    def __init__(self) -> None:
+        self.keys: list[tuple[int, int]] = []
+        self.items: dict[tuple[int, int], int] = {}
+        self.counter = itertools.count()
+
+    def insert(self, nbytes: int, storage: int) -> None:
+        key = (nbytes, next(self.counter))
+        bisect.insort(self.keys, key)
+        self.items[key] = storage
+
+    def take(self, size: int, fits: Callable[[int], bool]) -> tuple[int, int] | None:
+        """(storage, its size) chosen by TVM's rule, removed from the list; None when nothing fits."""
+        begin = bisect.bisect_left(self.keys, (size // 16, -1))
+        mid = bisect.bisect_left(self.keys, (size, -1))
+        end = bisect.bisect_left(self.keys, (size * 16 + 1, -1))
+        candidates = itertools.chain(range(mid, end), range(mid - 1, begin - 1, -1))
+        for i in candidates:
+            key = self.keys[i]
+            if fits(self.items[key]):
+                del self.keys[i]
+                return self.items.pop(key), key[0]
+        return None
+
+
+def plan_tvm_greedy(live: Liveness, alignment: int = 64, in_place: bool = False) -> MemoryPlan:
+    plan = MemoryPlan("tvm-greedy", alignment)
+    tensors = live.tensors
+    refs = [0] * len(tensors)
+    for step in live.steps:
+        for t in step.inputs:
+            refs[t] += 1
+    for t in live.outputs:
+        refs[t] += 1
+    free = _FreeList()
+
+    def new_storage(t: int, kind: str) -> None:
+        tensor = tensors[t]
+        storage = Storage(len(plan.storages), tensor.device, tensor.nbytes, kind, tensor.nbytes)
+        plan.storages.append(storage)
+        plan.placement[t] = (storage.index, 0)
+
+    def release(t: int) -> None:
+        if refs[t] == 0 and tensors[t].kind == CALL:
+            sid = plan.placement[t][0]
+            free.insert(plan.storages[sid].nbytes, sid)
+
+    for t in tensors:
+        if t.kind == PARAM:
+            new_storage(t.index, INPUT)
+    for step in live.steps:
+        for t in step.inputs:
+            if tensors[t].kind == CONSTANT and t not in plan.placement:
+                new_storage(t, INPUT)
+        if step.kind != ALIAS:
+            for t in step.outputs:
+                tensor = tensors[t]
+                key = device_key(tensor.device)
+                got = free.take(tensor.nbytes, lambda sid: device_key(plan.storages[sid].device) == key)
+                if got is None:
+                    new_storage(t, TOKEN)
+                else:
+                    sid, size = got
+                    plan.storages[sid].nbytes = max(size, tensor.nbytes)
+                    plan.placement[t] = (sid, 0)
+            for t in step.outputs:
+                release(t)
+        for t in step.inputs:
+            refs[t] -= 1
+            release(t)
+    return plan
+
+
+# ---------------------------------------------------------------------------------------------
+# greedy-by-size
+
+
+@dataclass
+class _Buffer:
+    """Tensors that share bytes one after another (one tensor, or an in-place chain)."""
+
+    members: list[int]
+    nbytes: int
+    first: int
+    last: int
+    device: Device
+
+
+def in_place_buffers(live: Liveness) -> list[_Buffer]:
+    """Chains of tensors where an element-wise step overwrites a same-shaped input that dies there."""
+    tensors = live.tensors
+    outputs = set(live.outputs)
+    owner: dict[int, _Buffer] = {}
+    buffers: list[_Buffer] = []
+    for t in live.planned():
+        if t.step >= 0 and live.steps[t.step].kind == ALIAS:
+            continue
+        buf = _Buffer([t.index], t.nbytes, t.first, t.last, t.device)
+        owner[t.index] = buf
+        buffers.append(buf)
+    for step in live.steps:
+        if not step.elementwise or step.kind == ALIAS or len(step.outputs) != 1:
+            continue
+        out = tensors[step.outputs[0]]
+        for t in dict.fromkeys(step.inputs):
+            src = tensors[t]
+            buf = owner.get(t)
+            if (buf is not None and src.last == step.index and t not in outputs and src.ttype == out.ttype
+                    and device_key(src.device) == device_key(out.device) and buf.members[-1] == t):
+                mine = owner[out.index]
+                buf.members.append(out.index)
+                buf.last = max(buf.last, out.last)
+                owner[out.index] = buf
+                mine.members = []
+                break
+    return [b for b in buffers if b.members]
+
+
+def plan_greedy_by_size(live: Liveness, alignment: int = 64, in_place: bool = False) -> MemoryPlan:
+    plan = MemoryPlan("greedy-by-size", alignment)
+    if in_place:
+        buffers = in_place_buffers(live)
+    else:
+        buffers = [_Buffer([t.index], t.nbytes, t.first, t.last, t.device) for t in live.planned()
+                   if not (t.step >= 0 and live.steps[t.step].kind == ALIAS)]
+    arenas: dict[object, Storage] = {}
+    for buf in buffers:  # arenas in order of first appearance
+        key = device_key(buf.device)
+        if key not in arenas:
+            arenas[key] = Storage(len(plan.storages), buf.device, 0, ARENA)
+            plan.storages.append(arenas[key])
+    # Placed buffers by the steps they are live at, so a new buffer only meets its neighbours.
+    live_at: list[list[tuple[int, int, int]]] = [[] for _ in range(len(live.steps) + 1)]
+    order = sorted(range(len(buffers)), key=lambda i: (-buffers[i].nbytes, buffers[i].first, i))
+    for i in order:
+        buf = buffers[i]
+        arena = arenas[device_key(buf.device)]
+        busy: dict[int, int] = {}
+        for s in range(buf.first, buf.last + 1):
+            for sid, offset, end in live_at[s]:
+                if sid == arena.index:
+                    busy[offset] = max(busy.get(offset, 0), end)
+        offset = 0
+        for start in sorted(busy):
+            if start >= offset + buf.nbytes:
+                break
+            offset = max(offset, align_up(busy[start], alignment))
+        for s in range(buf.first, buf.last + 1):
+            live_at[s].append((arena.index, offset, offset + buf.nbytes))
+        arena.nbytes = max(arena.nbytes, offset + buf.nbytes)
+        if arena.first_bytes == 0:
+            arena.first_bytes = buf.nbytes
+        for t in buf.members:
+            plan.placement[t] = (arena.index, offset)
+    return plan
+
+
+Planner = Callable[..., MemoryPlan]
+
+PLANNERS: dict[str, Planner] = {
+    "greedy-by-size": plan_greedy_by_size,
+    "tvm-greedy": plan_tvm_greedy,
+    "none": plan_none,
+}
+
+
+def plan_memory(live: Liveness, algorithm: str = "greedy-by-size", alignment: int = 64,
+                in_place: bool = False) -> MemoryPlan:
+    return PLANNERS[algorithm](live, alignment, in_place)
+
+
+# ---------------------------------------------------------------------------------------------
+# The plan in the IR: attributes on `main` and on its step calls.
+
+# On `main`.
+PLAN_ALGORITHM = "memory_plan"
+PLAN_FUNC_ATTRS = ("memory_plan", "alignment", "workspace_bytes", "storage_bytes", "storage_devices",
+                   "param_storage_ids", "constant_storage_ids", "tvm_storage_sizes")
+# On each call of `main` that writes tensors; a list when the call returns a tuple.
+STORAGE_ID, STORAGE_OFFSET = "storage_id", "storage_offset"
+
+
+def _one_or_list(values: list[int]) -> int | tuple[int, ...]:
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def annotate(mod: IRModule, live: Liveness, plan: MemoryPlan, entry: str = "main") -> IRModule:
+    """A copy of `mod` whose `entry` carries `plan` (any older plan is replaced)."""
+    tensors = live.tensors
+    func = live.func
+    step_attrs: dict[int, dict[str, AttrValue]] = {}
+    for step in live.steps:
+        if step.kind == ALIAS or not step.outputs:
+            continue
+        if isinstance(step.call.op, Op):
+            raise DiagnosticError("plan-memory: a memory plan is written on calls of fused functions; "
+                                  "run fuse-ops first", step.call.span)
+        placed = [plan.placement[t] for t in step.outputs]
+        step_attrs[id(step.call)] = {STORAGE_ID: _one_or_list([p[0] for p in placed]),
+                                     STORAGE_OFFSET: _one_or_list([p[1] for p in placed])}
+    calls = {id(s.call) for s in live.steps}
+
+    class _Annotate(ExprMutator):
+        def rewrite_call(self, node: Call) -> Expr:
+            new = super().rewrite_call(node)
+            if id(node) not in calls or not isinstance(new, Call) or isinstance(node.op, Op):
+                return new
+            attrs = new.attrs.without(STORAGE_ID, STORAGE_OFFSET)
+            if id(node) in step_attrs:
+                attrs = attrs.with_items(**step_attrs[id(node)])
+            return Call(new.op, new.args, attrs, new.span, new.type_args)
+
+    body = _Annotate().visit(func.body)
+    fattrs: dict[str, AttrValue] = {k: v for k, v in func.attrs.items() if k not in PLAN_FUNC_ATTRS}
+    fattrs.update({"memory_plan": plan.algorithm, "alignment": plan.alignment,
+                   "workspace_bytes": plan.workspace_bytes(),
+                   "storage_bytes": tuple(s.nbytes for s in plan.storages)})
+    if any(s.device is not None for s in plan.storages):
+        fattrs["storage_devices"] = tuple(s.device for s in plan.storages)
+    params = [plan.placement[t.index][0] for t in tensors if t.kind == PARAM and t.index in plan.placement]
+    consts = [plan.placement[t.index][0] for t in tensors if t.kind == CONSTANT and t.index in plan.placement]
+    if params:
+        fattrs["param_storage_ids"] = tuple(params)
+    if consts:
+        fattrs["constant_storage_ids"] = tuple(consts)
+    if plan.algorithm == "tvm-greedy":
+        fattrs["tvm_storage_sizes"] = tuple(s.first_bytes for s in plan.storages)
+    out = mod.copy()
+    out.functions[entry] = Function(func.params, body, func.ret_type, func.type_params, Attrs(fattrs), func.span)
+    return out
+
+
+def _ints(value: AttrValue, what: str, span: Span | None) -> list[int]:
+    items = list(value) if isinstance(value, tuple) else [value]
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in items):
+        raise DiagnosticError(f"memory plan: `{what}` must be an integer or a list of integers", span)
+    return items  # type: ignore[return-value]
+
+
+def read_plan(live: Liveness) -> MemoryPlan | None:
+    """The plan written on `live.func` by `annotate`, or None when it carries no plan."""
+    func = live.func
+    attrs = func.attrs
+    algorithm = attrs.get(PLAN_ALGORITHM)
+    if algorithm is None:
+        return None
+    span = func.span
+    if algorithm not in PLANNERS:
+        raise DiagnosticError(f"memory plan: unknown algorithm {algorithm!r}", span)
+    alignment = _ints(attrs.get("alignment", 1), "alignment", span)[0]
+    sizes = _ints(attrs.get("storage_bytes", ()), "storage_bytes", span)
+    devices_attr = attrs.get("storage_devices")
+    devices = list(devices_attr) if isinstance(devices_attr, tuple) else [None] * len(sizes)
+    if len(devices) != len(sizes):
+        raise DiagnosticError("memory plan: `storage_devices` and `storage_bytes` differ in length", span)
+    inputs = {"param_storage_ids": [t.index for t in live.tensors if t.kind == PARAM],
+              "constant_storage_ids": [t.index for t in live.tensors if t.kind == CONSTANT]}
+    plan = MemoryPlan(str(algorithm), alignment)
+    kind = ARENA if algorithm == "greedy-by-size" else TOKEN
+    plan.storages = [Storage(i, d, n, kind, n) for i, (n, d) in enumerate(zip(sizes, devices))]
+    for name, tids in inputs.items():
+        if name not in attrs:
+            continue
+        sids = _ints(attrs[name], name, span)
+        if len(sids) != len(tids):
+            raise DiagnosticError(f"memory plan: `{name}` lists {len(sids)} storages for {len(tids)} tensors", span)
+        for t, sid in zip(tids, sids):
+            plan.placement[t] = (sid, 0)
+            if 0 <= sid < len(plan.storages):
+                plan.storages[sid].kind = INPUT
+    for step in live.steps:
+        if step.kind == ALIAS or not step.outputs:
+            continue
+        call = step.call
+        if STORAGE_ID not in call.attrs or STORAGE_OFFSET not in call.attrs:
+            raise DiagnosticError("memory plan: this call has no `storage_id`/`storage_offset`", call.span)
+        sids = _ints(call.attrs[STORAGE_ID], STORAGE_ID, call.span)
+        offsets = _ints(call.attrs[STORAGE_OFFSET], STORAGE_OFFSET, call.span)
+        if len(sids) != len(step.outputs) or len(offsets) != len(step.outputs):
+            raise DiagnosticError(f"memory plan: this call writes {len(step.outputs)} tensors but its "
+                                  f"storage attributes name {len(sids)} storages and {len(offsets)} offsets",
+                                  call.span)
+        for t, sid, offset in zip(step.outputs, sids, offsets):
+            plan.placement[t] = (sid, offset)
+    return plan

@@ -1,0 +1,246 @@
+"""The TIR verifier: what every PrimFunc must satisfy before a pass, the interpreter or codegen
+may rely on it. Errors are `DiagnosticError`s at the offending node (or, for nodes a pass built
+without a span, at the nearest enclosing node that has one).
+
+Rules: variables and buffers are used only inside their scope; every variable and every
+allocated buffer is bound once in the function (so loop variables are never rebound, and
+stores only ever target buffers); loads and stores index every dimension with integers; the
+operands of an operator have the same dtype; lanes agree (a vector index gives a vector of that
+many lanes; scalars mix with vectors only through `broadcast`); conditions are bool.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from irtool.ir.span import Span
+from irtool.ir.tir import (ARITH_OPS, COMPARE_OPS, INFIX_SYMBOLS, INTRINSICS, LOGIC_OPS, LOOP_KINDS, SCOPES,
+                           Allocate, AssertStmt, BinaryOp, Broadcast, Buffer, BufferLoad, BufferStore, Call, Cast,
+                           Evaluate, FloatImm, For, IfThenElse, IntImm, LetStmt, Not, PrimExpr, PrimFunc, Ramp,
+                           Select, SeqStmt, Stmt, Var, children, is_bool, is_float, is_int, lanes_of, with_lanes)
+from irtool.ir.types import parse_dtype
+from irtool.syntax.diagnostics import DiagnosticError
+
+
+def verify_primfunc(func: PrimFunc, name: str = "") -> None:
+    """Raises `DiagnosticError` at the first violation found (in text order)."""
+    _Verifier(func, name).run()
+
+
+def _op_text(op: str) -> str:
+    return f"`{INFIX_SYMBOLS[op]}`" if op in INFIX_SYMBOLS else f"`{op}`"
+
+
+class _Verifier:
+    def __init__(self, func: PrimFunc, name: str) -> None:
+        self.func = func
+        self.label = f"@{name}" if name else "the function"
+        self.in_scope: set[int] = set()    # ids of the variables and buffers visible here
+        self.bound: set[int] = set()       # ids of everything bound so far in the function
+        self.where: Span | None = func.span
+
+    def fail(self, message: str, span: Span | None = None) -> DiagnosticError:
+        return DiagnosticError(message, span or self.where)
+
+    def bind(self, obj: Var | Buffer, span: Span | None) -> None:
+        if id(obj) in self.bound:
+            kind = "buffer" if type(obj) is Buffer else "variable"
+            raise self.fail(f"{kind} `%{obj.name}` is bound more than once in {self.label}", span)
+        self.bound.add(id(obj))
+        self.in_scope.add(id(obj))
+
+    def check_dtype(self, dtype: str, span: Span | None) -> None:
+        if parse_dtype(dtype) != dtype:
+            raise self.fail(f"invalid dtype `{dtype}`", span)
+
+    def check_buffer(self, buf: Buffer, span: Span | None) -> None:
+        self.check_dtype(buf.dtype, span)
+        if not all(type(d) is int and d >= 0 for d in buf.shape):
+            raise self.fail(f"buffer `%{buf.name}` has an invalid shape {buf.shape}", span)
+        if buf.strides is not None and len(buf.strides) != len(buf.shape):
+            raise self.fail(f"buffer `%{buf.name}` has {len(buf.strides)} strides for {len(buf.shape)} dimensions",
+                            span)
+        if buf.scope not in SCOPES:
+            raise self.fail(f"buffer `%{buf.name}` has unknown scope `{buf.scope}`", span)
+        if buf.align < 0:
+            raise self.fail(f"buffer `%{buf.name}` has a negative alignment", span)
+
+    def run(self) -> None:
+        for param in self.func.params:
+            self.check_buffer(param, param.span)
+            if param.scope != "global":
+                raise self.fail(f"parameter `%{param.name}` must be in global scope", param.span)
+            self.bind(param, param.span)
+        # Tasks: a statement to check, or an object leaving scope.
+        stack: list[Stmt | tuple[Var | Buffer]] = [self.func.body]
+        while stack:
+            task = stack.pop()
+            if type(task) is tuple:
+                self.in_scope.discard(id(task[0]))
+                continue
+            stmt: Stmt = task  # type: ignore[assignment]
+            self.where = stmt.span or self.where
+            span = stmt.span
+            t = type(stmt)
+            if t is SeqStmt:
+                stack.extend(reversed(stmt.stmts))  # type: ignore[attr-defined]
+            elif t is For:
+                self.check_for(stmt)  # type: ignore[arg-type]
+                stack.extend([(stmt.var,), stmt.body])  # type: ignore[attr-defined]
+            elif t is LetStmt:
+                value = self.expr(stmt.value)  # type: ignore[attr-defined]
+                var = stmt.var  # type: ignore[attr-defined]
+                self.check_dtype(var.dtype, var.span or span)
+                if var.dtype != value:
+                    raise self.fail(f"`let %{var.name}: {var.dtype}` is given a {value} value", span)
+                self.bind(var, var.span or span)
+                stack.extend([(var,), stmt.body])  # type: ignore[attr-defined]
+            elif t is Allocate:
+                buf = stmt.buffer  # type: ignore[attr-defined]
+                self.check_buffer(buf, buf.span or span)
+                self.bind(buf, buf.span or span)
+                stack.extend([(buf,), stmt.body])  # type: ignore[attr-defined]
+            elif t is BufferStore:
+                target = self.access(stmt.buffer, stmt.indices, span)  # type: ignore[attr-defined]
+                value = self.expr(stmt.value)  # type: ignore[attr-defined]
+                if value != target:
+                    raise self.fail(f"storing a {value} value into `%{stmt.buffer.name}`, "  # type: ignore[attr-defined]
+                                    f"whose elements here are {target}", span)
+            elif t is IfThenElse:
+                self.condition(stmt.cond, "an `if` condition")  # type: ignore[attr-defined]
+                if stmt.else_body is not None:  # type: ignore[attr-defined]
+                    stack.append(stmt.else_body)  # type: ignore[attr-defined]
+                stack.append(stmt.then_body)  # type: ignore[attr-defined]
+            elif t is Evaluate:
+                self.expr(stmt.value)  # type: ignore[attr-defined]
+            elif t is AssertStmt:
+                self.condition(stmt.cond, "an assert condition")  # type: ignore[attr-defined]
+            else:
+                raise self.fail(f"not a TIR statement: {type(stmt).__name__}", span)
+
+    def check_for(self, loop: For) -> None:
+        if loop.kind not in LOOP_KINDS:
+            raise self.fail(f"unknown loop kind `{loop.kind}`", loop.span)
+        var = loop.var
+        if not is_int(var.dtype) or lanes_of(var.dtype) != 1:
+            raise self.fail(f"loop variable `%{var.name}` must be a scalar integer, not {var.dtype}", var.span)
+        for bound in (loop.begin, loop.end):
+            dtype = self.expr(bound)
+            if dtype != var.dtype:
+                raise self.fail(f"loop bounds of `%{var.name}` must be {var.dtype}, found {dtype}",
+                                bound.span or loop.span)
+        self.bind(var, var.span or loop.span)
+
+    def condition(self, cond: PrimExpr, what: str) -> None:
+        dtype = self.expr(cond)
+        if dtype != "bool":
+            raise self.fail(f"{what} must be a scalar bool, found {dtype}", cond.span)
+
+    def access(self, buf: Buffer, indices: tuple[PrimExpr, ...], span: Span | None) -> str:
+        """The dtype a load/store of `buf` at `indices` has (checking the indices)."""
+        if id(buf) not in self.in_scope:
+            raise self.fail(f"buffer `%{buf.name}` is used outside its scope", span)
+        if len(indices) != len(buf.shape):
+            raise self.fail(f"buffer `%{buf.name}` has {len(buf.shape)} dimension(s), indexed with {len(indices)}",
+                            span)
+        lanes = 1
+        for index in indices:
+            dtype = self.expr(index)
+            if not is_int(dtype):
+                raise self.fail(f"index of `%{buf.name}` must be an integer, found {dtype}", index.span or span)
+            n = lanes_of(dtype)
+            if n > 1:
+                if lanes > 1 and n != lanes:
+                    raise self.fail(f"vector indices of `%{buf.name}` have different lanes ({lanes} and {n})",
+                                    index.span or span)
+                lanes = n
+        if lanes > 1 and lanes_of(buf.dtype) > 1:
+            raise self.fail(f"buffer `%{buf.name}` of vector dtype {buf.dtype} takes scalar indices only", span)
+        return buf.dtype if lanes == 1 else with_lanes(buf.dtype, lanes)
+
+    def expr(self, root: PrimExpr) -> str:
+        """Checks an expression tree (iteratively) and returns its dtype."""
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            self.check_node(node)
+            stack.extend(children(node))
+        return root.dtype
+
+    def check_node(self, node: PrimExpr) -> None:
+        span = node.span
+        t = type(node)
+        if t is Var:
+            if id(node) not in self.in_scope:
+                raise self.fail(f"variable `%{node.name}` is used outside its scope", span)  # type: ignore[attr-defined]
+        elif t is IntImm:
+            self.check_dtype(node.dtype, span)
+            if not is_int(node.dtype) and not is_bool(node.dtype) or lanes_of(node.dtype) != 1:
+                raise self.fail(f"an integer literal cannot have dtype {node.dtype}", span)
+            low, high = (0, 1) if is_bool(node.dtype) else (int(np.iinfo(node.dtype).min), int(np.iinfo(node.dtype).max))
+            if not low <= node.value <= high:  # type: ignore[attr-defined]
+                raise self.fail(f"literal {node.value} is out of range for {node.dtype}", span)  # type: ignore[attr-defined]
+        elif t is FloatImm:
+            if not is_float(node.dtype) or lanes_of(node.dtype) != 1:
+                raise self.fail(f"a float literal cannot have dtype {node.dtype}", span)
+        elif t is BinaryOp:
+            self.check_binary(node)  # type: ignore[arg-type]
+        elif t is Not:
+            if not is_bool(node.a.dtype):  # type: ignore[attr-defined]
+                raise self.fail(f"`not` needs a bool operand, found {node.a.dtype}", span)  # type: ignore[attr-defined]
+        elif t is Select:
+            self.check_select(node)  # type: ignore[arg-type]
+        elif t is Cast:
+            self.check_dtype(node.dtype, span)
+            if lanes_of(node.dtype) != lanes_of(node.value.dtype):  # type: ignore[attr-defined]
+                raise self.fail(f"cast from {node.value.dtype} to {node.dtype} changes the number of lanes; "  # type: ignore[attr-defined]
+                                "use broadcast", span)
+        elif t is BufferLoad:
+            self.access(node.buffer, node.indices, span)  # type: ignore[attr-defined]
+        elif t is Ramp:
+            base, stride = node.base, node.stride  # type: ignore[attr-defined]
+            if not is_int(base.dtype) or lanes_of(base.dtype) != 1 or stride.dtype != base.dtype:
+                raise self.fail(f"ramp needs scalar integer base and stride of one dtype, found {base.dtype} and "
+                                f"{stride.dtype}", span)
+            if node.lanes < 1:  # type: ignore[attr-defined]
+                raise self.fail("ramp lanes must be positive", span)
+        elif t is Broadcast:
+            if lanes_of(node.value.dtype) != 1 or node.lanes < 1:  # type: ignore[attr-defined]
+                raise self.fail(f"broadcast needs a scalar and positive lanes, found {node.value.dtype}", span)  # type: ignore[attr-defined]
+        elif t is Call:
+            self.check_call(node)  # type: ignore[arg-type]
+        else:
+            raise self.fail(f"not a TIR expression: {type(node).__name__}", span)
+
+    def check_binary(self, node: BinaryOp) -> None:
+        a, b, op = node.a.dtype, node.b.dtype, node.op
+        if a != b:
+            raise self.fail(f"operands of {_op_text(op)} have different dtypes: {a} and {b}", node.span)
+        if op in LOGIC_OPS:
+            if not is_bool(a):
+                raise self.fail(f"{_op_text(op)} needs bool operands, found {a}", node.span)
+        elif op in ("floordiv", "floormod"):
+            if not is_int(a):
+                raise self.fail(f"{_op_text(op)} needs integer operands, found {a}", node.span)
+        elif op in ARITH_OPS and is_bool(a):
+            raise self.fail(f"{_op_text(op)} does not apply to {a}", node.span)
+        elif op not in ARITH_OPS and op not in COMPARE_OPS:
+            raise self.fail(f"unknown operator `{op}`", node.span)
+
+    def check_select(self, node: Select) -> None:
+        cond, t, f = node.cond.dtype, node.true_value.dtype, node.false_value.dtype
+        if t != f:
+            raise self.fail(f"select branches have different dtypes: {t} and {f}", node.span)
+        if not is_bool(cond) or lanes_of(cond) not in (1, lanes_of(t)):
+            raise self.fail(f"select condition must be bool with 1 or {lanes_of(t)} lanes, found {cond}", node.span)
+
+    def check_call(self, node: Call) -> None:
+        arity = INTRINSICS.get(node.name)
+        if arity is None:
+            raise self.fail(f"unknown intrinsic `{node.name}`", node.span)
+        if len(node.args) != arity:
+            raise self.fail(f"`{node.name}` takes {arity} argument(s), {len(node.args)} given", node.span)
+        for arg in node.args:
+            if arg.dtype != node.dtype or not is_float(arg.dtype):
+                raise self.fail(f"`{node.name}` needs float arguments of one dtype, found "
+                                f"{', '.join(a.dtype for a in node.args)}", node.span)

@@ -1,0 +1,336 @@
+"""The TIR interpreter: runs a PrimFunc on numpy buffers, as the oracle for lowering, TIR passes
+and codegen (small shapes; it is not a runtime).
+
+It translates the function once into straight Python source (one Python `for` per TIR loop, one
+temporary per operator, explicit bounds checks) and runs that, so a loop iteration costs no
+tree walk and no Python recursion. Semantics, which docs/tir.md restates:
+- every value is a numpy scalar or a 1-d numpy array (a vector of lanes) of the exact dtype, so
+  float32 arithmetic rounds to float32 after every operation, and integers wrap;
+- `/` on integers truncates toward zero (TVM's `Div`); `floordiv` / `floormod` round toward
+  negative infinity; an integer division by zero is an error; float division follows IEEE;
+- `select` evaluates both sides; loops of every kind run serially in order;
+- an out-of-bounds index is an error (located at the load or store), never a wrap-around;
+- `allocate`d float buffers start as NaN and integer ones as 0, so reads of unwritten scratch
+  memory show up in results;
+- `round` rounds half to even (LLVM's `nearbyint`), `fma` rounds once (computed in float64);
+  `erf` uses `math.erf` lane by lane.
+Buffer strides and alignment describe memory layout for codegen; the interpreter indexes the
+numpy arrays logically and ignores them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from irtool.analysis.tir_verify import verify_primfunc
+from irtool.ir.span import Span
+from irtool.ir.tir import (Allocate, AssertStmt, BinaryOp, Broadcast, Buffer, BufferLoad, BufferStore, Call,
+                           Cast, Evaluate, FloatImm, For, IfThenElse, IntImm, LetStmt, Not, PrimExpr, PrimFunc,
+                           Ramp, Select, SeqStmt, Stmt, Var, children, element_of, is_float, is_int, lanes_of)
+from irtool.syntax.diagnostics import DiagnosticError
+
+# CPython refuses more statically nested loops than this in one function.
+MAX_LOOP_DEPTH = 20
+
+_INFIX = {"add": "+", "sub": "-", "mul": "*", "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_FUNCS = {"min": "np.minimum", "max": "np.maximum", "and": "np.logical_and", "or": "np.logical_or",
+          "floordiv": "_floordiv", "floormod": "_floormod"}
+
+
+def _erf(x: np.generic | np.ndarray) -> np.generic | np.ndarray:
+    out = np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype)
+    return out if out.ndim else out[()]
+
+
+def _sigmoid(x: np.generic | np.ndarray) -> np.generic | np.ndarray:
+    one = x.dtype.type(1)
+    return one / (one + np.exp(-x))
+
+
+def _fma(a: np.generic | np.ndarray, b: np.generic | np.ndarray,
+         c: np.generic | np.ndarray) -> np.generic | np.ndarray:
+    if a.dtype == np.float64:
+        return a * b + c
+    wide = np.float64
+    return (np.asarray(a, wide) * np.asarray(b, wide) + np.asarray(c, wide)).astype(a.dtype)[()]
+
+
+def _rsqrt(x: np.generic | np.ndarray) -> np.generic | np.ndarray:
+    return x.dtype.type(1) / np.sqrt(x)
+
+
+# Numpy implementations of the math intrinsics (the same names as `tir.INTRINSICS`).
+INTRINSIC_IMPLS: dict[str, Callable[..., object]] = {
+    "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "log10": np.log10, "sqrt": np.sqrt,
+    "rsqrt": _rsqrt, "tanh": np.tanh, "sigmoid": _sigmoid, "erf": _erf, "fabs": np.abs, "floor": np.floor,
+    "ceil": np.ceil, "round": np.rint, "trunc": np.trunc, "sin": np.sin, "cos": np.cos, "pow": np.power,
+    "fma": _fma,
+}
+
+
+def numpy_dtype(dtype: str) -> np.dtype:
+    """The numpy dtype of one lane of a TIR dtype."""
+    try:
+        return np.dtype(element_of(dtype))
+    except TypeError:
+        raise ValueError(f"the interpreter has no numpy type for {dtype}") from None
+
+
+def array_shape(buf: Buffer) -> tuple[int, ...]:
+    """The numpy shape holding `buf`: a vector dtype adds a trailing axis of its lanes."""
+    lanes = lanes_of(buf.dtype)
+    return buf.shape + ((lanes,) if lanes > 1 else ())
+
+
+class CompiledPrimFunc:
+    """A PrimFunc translated to Python; call it with one numpy array per parameter."""
+
+    def __init__(self, func: PrimFunc, name: str = "") -> None:
+        verify_primfunc(func, name)
+        self.func = func
+        self.source, namespace = _Translator(func).translate()
+        try:
+            code = compile(self.source, f"<primfn @{name}>", "exec")
+        except (SyntaxError, RecursionError, MemoryError):
+            raise DiagnosticError(f"the TIR interpreter cannot run this function (more than {MAX_LOOP_DEPTH} nested "
+                                  "loops, or too deep)", func.span) from None
+        exec(code, namespace)
+        self.kernel: Callable[..., None] = namespace["_kernel"]
+
+    def __call__(self, buffers: Sequence[np.ndarray]) -> None:
+        params = self.func.params
+        if len(buffers) != len(params):
+            raise DiagnosticError(f"the function takes {len(params)} buffer(s), {len(buffers)} given", self.func.span)
+        for buf, arr in zip(params, buffers):
+            want = numpy_dtype(buf.dtype)
+            if not isinstance(arr, np.ndarray) or arr.dtype != want or arr.shape != array_shape(buf):
+                got = f"{arr.dtype} array of shape {arr.shape}" if isinstance(arr, np.ndarray) else type(arr).__name__
+                raise DiagnosticError(f"buffer `%{buf.name}` needs a {want} array of shape {array_shape(buf)}, "
+                                      f"got a {got}", buf.span or self.func.span)
+            if not arr.flags.writeable:
+                raise DiagnosticError(f"buffer `%{buf.name}` was given a read-only array", buf.span or self.func.span)
+        with np.errstate(all="ignore"):
+            self.kernel(*buffers)
+
+
+def compile_primfunc(func: PrimFunc, name: str = "") -> CompiledPrimFunc:
+    """Verifies and translates once, for running the same function many times."""
+    return CompiledPrimFunc(func, name)
+
+
+def run_primfunc(func: PrimFunc, buffers: Sequence[np.ndarray], name: str = "") -> None:
+    """Runs `func`, reading and writing `buffers` (one per parameter) in place."""
+    CompiledPrimFunc(func, name)(buffers)
+
+
+class _Translator:
+    """PrimFunc → the source of `def _kernel(b0, b1, ...)` plus the namespace it runs in."""
+
+    def __init__(self, func: PrimFunc) -> None:
+        self.func = func
+        self.names: dict[int, str] = {}
+        self.spans: list[tuple[Span | None, str]] = []
+        self.lines: list[str] = []
+        self.temps = 0
+        self.namespace: dict[str, object] = {
+            "np": np, "_fail": self.fail, "_floordiv": _floordiv, "_floormod": _floormod, "_truncdiv": _truncdiv,
+            "_oob": self.out_of_bounds, "_vcheck": _vector_check,
+        }
+        for name, impl in INTRINSIC_IMPLS.items():
+            self.namespace[f"_i_{name}"] = impl
+
+    # -- runtime helpers (bound into the namespace); `k` indexes `self.spans`
+    def fail(self, k: int, message: str | None = None) -> DiagnosticError:
+        span, text = self.spans[k]
+        return DiagnosticError(message or text, span)
+
+    def out_of_bounds(self, k: int, index: object) -> DiagnosticError:
+        span, text = self.spans[k]
+        return DiagnosticError(f"index {index} is out of bounds for {text}", span)
+
+    def site(self, span: Span | None, text: str) -> int:
+        self.spans.append((span, text))
+        return len(self.spans) - 1
+
+    def name(self, obj: Var | Buffer, prefix: str) -> str:
+        text = self.names.get(id(obj))
+        if text is None:
+            text = self.names[id(obj)] = f"{prefix}{len(self.names)}"
+        return text
+
+    def const(self, value: object) -> str:
+        name = f"c{len(self.namespace)}"
+        self.namespace[name] = value
+        return name
+
+    def translate(self) -> tuple[str, dict[str, object]]:
+        params = [self.name(p, "b") for p in self.func.params]
+        self.lines.append(f"def _kernel({', '.join(params)}):")
+        self.lines.append("    pass")
+        self.stmts(self.func.body)
+        return "\n".join(self.lines) + "\n", self.namespace
+
+    # -- statements (explicit stack: `let` chains can be long)
+    def stmts(self, root: Stmt) -> None:
+        stack: list[tuple[Stmt | str, int]] = [(root, 1)]
+        while stack:
+            stmt, depth = stack.pop()
+            pad = "    " * depth
+            if type(stmt) is str:
+                self.lines.append(pad + stmt)
+                continue
+            t = type(stmt)
+            if t is SeqStmt:
+                stack.extend((s, depth) for s in reversed(stmt.stmts))  # type: ignore[attr-defined]
+            elif t is For:
+                begin = self.expr(stmt.begin, pad)  # type: ignore[attr-defined]
+                end = self.expr(stmt.end, pad)  # type: ignore[attr-defined]
+                dtype = self.const(numpy_dtype(stmt.var.dtype))  # type: ignore[attr-defined]
+                var = self.name(stmt.var, "v")  # type: ignore[attr-defined]
+                self.lines += [f"{pad}for {var} in np.arange({begin}, {end}, dtype={dtype}):", f"{pad}    pass"]
+                stack.append((stmt.body, depth + 1))  # type: ignore[attr-defined]
+            elif t is LetStmt:
+                value = self.expr(stmt.value, pad)  # type: ignore[attr-defined]
+                self.lines.append(f"{pad}{self.name(stmt.var, 'v')} = {value}")  # type: ignore[attr-defined]
+                stack.append((stmt.body, depth))  # type: ignore[attr-defined]
+            elif t is Allocate:
+                buf = stmt.buffer  # type: ignore[attr-defined]
+                fill = "np.nan" if is_float(buf.dtype) else "0"
+                dtype = self.const(numpy_dtype(buf.dtype))
+                self.lines.append(f"{pad}{self.name(buf, 'b')} = np.full({array_shape(buf)}, {fill}, dtype={dtype})")
+                stack.append((stmt.body, depth))  # type: ignore[attr-defined]
+            elif t is BufferStore:
+                index = self.index(stmt.buffer, stmt.indices, stmt.span, pad)  # type: ignore[attr-defined]
+                value = self.expr(stmt.value, pad)  # type: ignore[attr-defined]
+                self.lines.append(f"{pad}{self.name(stmt.buffer, 'b')}[{index}] = {value}")  # type: ignore[attr-defined]
+            elif t is IfThenElse:
+                cond = self.expr(stmt.cond, pad)  # type: ignore[attr-defined]
+                self.lines += [f"{pad}if {cond}:", f"{pad}    pass"]
+                if stmt.else_body is not None:  # type: ignore[attr-defined]
+                    stack += [(stmt.else_body, depth + 1), ("pass", depth + 1), ("else:", depth)]  # type: ignore[attr-defined]
+                stack.append((stmt.then_body, depth + 1))  # type: ignore[attr-defined]
+            elif t is Evaluate:
+                self.expr(stmt.value, pad)  # type: ignore[attr-defined]
+            elif t is AssertStmt:
+                cond = self.expr(stmt.cond, pad)  # type: ignore[attr-defined]
+                k = self.site(stmt.span, stmt.message)  # type: ignore[attr-defined]
+                self.lines.append(f"{pad}if not {cond}: raise _fail({k})")
+            else:
+                raise TypeError(f"not a TIR statement: {stmt!r}")
+
+    def index(self, buf: Buffer, indices: tuple[PrimExpr, ...], span: Span | None, pad: str) -> str:
+        """Bounds-checked index text for `buf[...]` (the checks are emitted before it)."""
+        names = []
+        for dim, (index, extent) in enumerate(zip(indices, buf.shape)):
+            value = self.expr(index, pad)
+            k = self.site(span, f"dimension {dim} of `%{buf.name}` (extent {extent})")
+            if lanes_of(index.dtype) == 1:
+                self.lines.append(f"{pad}if not 0 <= {value} < {extent}: raise _oob({k}, {value})")
+            else:
+                self.lines.append(f"{pad}_vcheck({value}, {extent}, _oob, {k})")
+            names.append(value)
+        return ", ".join(names) if names else "()"
+
+    # -- expressions: post-order, one temporary per operator
+    def expr(self, root: PrimExpr, pad: str) -> str:
+        results: list[str] = []
+        todo: list[tuple[PrimExpr, bool]] = [(root, False)]
+        while todo:
+            node, ready = todo.pop()
+            kids = children(node)
+            if not ready and kids and type(node) is not BufferLoad:
+                todo.append((node, True))
+                todo.extend((kid, False) for kid in reversed(kids))
+                continue
+            if type(node) is BufferLoad:
+                results.append(self.load(node, pad))  # type: ignore[arg-type]
+                continue
+            args = results[len(results) - len(kids):] if kids else []
+            if kids:
+                del results[-len(kids):]
+            text = self.operation(node, args)
+            if kids:
+                temp = f"t{self.temps}"
+                self.temps += 1
+                self.lines.append(f"{pad}{temp} = {text}")
+                text = temp
+            results.append(text)
+        return results[0]
+
+    def load(self, node: BufferLoad, pad: str) -> str:
+        index = self.index(node.buffer, node.indices, node.span, pad)
+        temp = f"t{self.temps}"
+        self.temps += 1
+        copy = ".copy()" if lanes_of(node.buffer.dtype) > 1 else ""
+        self.lines.append(f"{pad}{temp} = {self.name(node.buffer, 'b')}[{index}]{copy}")
+        return temp
+
+    def operation(self, node: PrimExpr, args: list[str]) -> str:
+        t = type(node)
+        if t is Var:
+            return self.name(node, "v")  # type: ignore[arg-type]
+        if t is IntImm:
+            return self.const(numpy_dtype(node.dtype).type(node.value))  # type: ignore[attr-defined]
+        if t is FloatImm:
+            return self.const(numpy_dtype(node.dtype).type(node.value))  # type: ignore[attr-defined]
+        if t is BinaryOp:
+            op = node.op  # type: ignore[attr-defined]
+            if op == "div":
+                if is_int(node.dtype):
+                    return f"_truncdiv({args[0]}, {args[1]}, _fail, {self.site(node.span, 'integer division by zero')})"
+                return f"{args[0]} / {args[1]}"
+            if op in _INFIX:
+                return f"{args[0]} {_INFIX[op]} {args[1]}"
+            if op in ("floordiv", "floormod"):
+                return f"{_FUNCS[op]}({args[0]}, {args[1]}, _fail, {self.site(node.span, 'integer division by zero')})"
+            return f"{_FUNCS[op]}({args[0]}, {args[1]})"
+        if t is Not:
+            return f"np.logical_not({args[0]})"
+        if t is Select:
+            if lanes_of(node.dtype) == 1:
+                return f"({args[1]} if {args[0]} else {args[2]})"
+            return f"np.where({args[0]}, {args[1]}, {args[2]})"
+        if t is Cast:
+            return f"{args[0]}.astype({self.const(numpy_dtype(node.dtype))})"
+        if t is Ramp:
+            lanes = node.lanes  # type: ignore[attr-defined]
+            return f"{args[0]} + {args[1]} * np.arange({lanes}, dtype={self.const(numpy_dtype(node.dtype))})"
+        if t is Broadcast:
+            return f"np.full({node.lanes}, {args[0]})"  # type: ignore[attr-defined]
+        if t is Call:
+            return f"_i_{node.name}({', '.join(args)})"  # type: ignore[attr-defined]
+        raise TypeError(f"not a TIR expression: {node!r}")
+
+
+def _vector_check(index: np.ndarray, extent: int, oob: Callable[[int, object], DiagnosticError], k: int) -> None:
+    bad = (index < 0) | (index >= extent)
+    if bad.any():
+        raise oob(k, index[bad][0])
+
+
+def _zero_check(b: np.generic | np.ndarray, fail: Callable[[int], DiagnosticError], k: int) -> None:
+    if np.any(b == 0):
+        raise fail(k)
+
+
+def _floordiv(a: np.generic | np.ndarray, b: np.generic | np.ndarray, fail: Callable[[int], DiagnosticError],
+              k: int) -> np.generic | np.ndarray:
+    _zero_check(b, fail, k)
+    return a // b
+
+
+def _floormod(a: np.generic | np.ndarray, b: np.generic | np.ndarray, fail: Callable[[int], DiagnosticError],
+              k: int) -> np.generic | np.ndarray:
+    _zero_check(b, fail, k)
+    return a % b
+
+
+def _truncdiv(a: np.generic | np.ndarray, b: np.generic | np.ndarray, fail: Callable[[int], DiagnosticError],
+              k: int) -> np.generic | np.ndarray:
+    _zero_check(b, fail, k)
+    q = np.abs(a) // np.abs(b)
+    out = np.where((a < 0) != (b < 0), -q, q)
+    return out if out.ndim else out[()]

@@ -1,0 +1,202 @@
+"""TIR to text (`primfn @f(...) { ... }`), the inverse of `tir_builder`: printing and re-parsing
+gives a structurally equal PrimFunc, and printing is deterministic.
+
+Names: each buffer and variable prints under its own name unless another binder of the function
+already took it; then it gets a `_1`, `_2`, ... suffix, so that every name the text uses resolves
+to the same binder the IR has. Statements and expressions are walked with explicit stacks
+(long `let` chains and deeply nested fused expressions are common in lowered code).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from irtool.ir.tir import (INFIX_SYMBOLS, Allocate, AssertStmt, BinaryOp, Broadcast, Buffer, BufferLoad,
+                           BufferStore, Call, Cast, Evaluate, FloatImm, For, IfThenElse, IntImm, LetStmt, Not,
+                           PrimExpr, PrimFunc, Ramp, Select, SeqStmt, Stmt, Var, children)
+from irtool.syntax.diagnostics import DiagnosticError
+from irtool.syntax.printer import Entries, _flatten, float_text, format_attr_value, format_attrs
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_/]*")
+_INT_SUFFIX = {"int32": "", "int64": "i64", "int16": "i16", "int8": "i8"}
+_FLOAT_SUFFIX = {"float32": "f", "float64": "f64", "float16": "f16"}
+# Binding strength of infix operators (higher binds tighter); atoms are 4.
+_PREC = {"eq": 0, "ne": 0, "lt": 1, "le": 1, "gt": 1, "ge": 1, "add": 2, "sub": 2, "mul": 3, "div": 3}
+_ATOM = 4
+_KIND_TEXT = {"serial": "range", "parallel": "parallel", "vectorized": "vectorized", "unrolled": "unrolled"}
+
+
+def print_primfunc(name: str, func: PrimFunc) -> str:
+    """One `primfn` definition as text (a module prints its PrimFuncs through `primfunc_entries`)."""
+    lines: list[str] = []
+    _flatten(primfunc_entries(name, func), lines)
+    return "\n".join(lines) + "\n"
+
+
+def primfunc_entries(name: str, func: PrimFunc) -> Entries:
+    """The definition as the Relay printer's entries: lines, and nested lists for indented blocks."""
+    return _TirPrinter().function(name, func)
+
+
+class _TirPrinter:
+    def __init__(self) -> None:
+        self.names: dict[int, str] = {}
+        self.used: set[str] = set()
+
+    def name(self, node: Var | Buffer) -> str:
+        """The printed name of a binder (made unique on first sight)."""
+        text = self.names.get(id(node))
+        if text is None:
+            base = node.name if _NAME.fullmatch(node.name) else (re.sub(r"[^A-Za-z0-9_/]", "_", node.name) or "v")
+            if not _NAME.fullmatch(base):
+                base = "v" + base
+            text, n = base, 0
+            while text in self.used:
+                n += 1
+                text = f"{base}_{n}"
+            self.used.add(text)
+            self.names[id(node)] = text
+        return "%" + text
+
+    def buffer_decl(self, buf: Buffer) -> str:
+        dims = ", ".join(map(str, buf.shape))
+        options: list[str] = []
+        if buf.strides is not None:
+            options.append(f"strides={format_attr_value(buf.strides)}")
+        if buf.align:
+            options.append(f"align={buf.align}")
+        if buf.scope != "global":
+            options.append(f"scope={format_attr_value(buf.scope)}")
+        extra = "".join(", " + o for o in options)
+        return f"{self.name(buf)}: Buffer[({dims}), {buf.dtype}{extra}]"
+
+    def function(self, name: str, func: PrimFunc) -> Entries:
+        params = [self.buffer_decl(p) for p in func.params]
+        if func.attrs:
+            params.append(format_attrs(func.attrs))
+        body: Entries = []
+        self.block(func.body, body)
+        return [f"primfn @{name}({', '.join(params)}) {{", body, "}"]
+
+    def block(self, root: Stmt, out: Entries) -> None:
+        """Appends the statements of `root` (a block's contents) to `out`."""
+        stack: list[tuple[Stmt, Entries, bool]] = [(root, out, False)]
+        while stack:
+            stmt, target, wrap = stack.pop()
+            if wrap:
+                # A let scopes over the rest of its block; braces keep the statements after it outside.
+                inner: Entries = []
+                target.extend(["{", inner, "}"])
+                target = inner
+            t = type(stmt)
+            if t is SeqStmt:
+                items = stmt.stmts  # type: ignore[attr-defined]
+                last = len(items) - 1
+                stack.extend((items[i], target, type(items[i]) is LetStmt and i < last) for i in range(last, -1, -1))
+            elif t is LetStmt:
+                target.append(f"let {self.name(stmt.var)}: {stmt.var.dtype} = {self.expr(stmt.value)};")  # type: ignore[attr-defined]
+                stack.append((stmt.body, target, False))  # type: ignore[attr-defined]
+            elif t is For:
+                body: Entries = []
+                target.extend([f"for {self.name(stmt.var)} in {_KIND_TEXT[stmt.kind]}({self.expr(stmt.begin)}, "  # type: ignore[attr-defined]
+                               f"{self.expr(stmt.end)}) {{", body, "}"])  # type: ignore[attr-defined]
+                stack.append((stmt.body, body, False))  # type: ignore[attr-defined]
+            elif t is Allocate:
+                body = []
+                target.extend([f"allocate {self.buffer_decl(stmt.buffer)} {{", body, "}"])  # type: ignore[attr-defined]
+                stack.append((stmt.body, body, False))  # type: ignore[attr-defined]
+            elif t is IfThenElse:
+                then_body: Entries = []
+                target.extend([f"if ({self.expr(stmt.cond)}) {{", then_body])  # type: ignore[attr-defined]
+                if stmt.else_body is not None:  # type: ignore[attr-defined]
+                    else_body: Entries = []
+                    target.extend(["} else {", else_body])
+                    stack.append((stmt.else_body, else_body, False))  # type: ignore[attr-defined]
+                target.append("}")
+                stack.append((stmt.then_body, then_body, False))  # type: ignore[attr-defined]
+            elif t is BufferStore:
+                target.append(f"{self.access(stmt.buffer, stmt.indices)} = {self.expr(stmt.value)};")  # type: ignore[attr-defined]
+            elif t is Evaluate:
+                target.append(f"evaluate({self.expr(stmt.value)});")  # type: ignore[attr-defined]
+            elif t is AssertStmt:
+                target.append(f"assert({self.expr(stmt.cond)}, {format_attr_value(stmt.message)});")  # type: ignore[attr-defined]
+            else:
+                raise TypeError(f"not a TIR statement: {stmt!r}")
+
+    def access(self, buf: Buffer, indices: tuple[PrimExpr, ...]) -> str:
+        return f"{self.name(buf)}[{', '.join(self.expr(i) for i in indices)}]"
+
+    def expr(self, root: PrimExpr) -> str:
+        """Expression text with the fewest parentheses that re-parse to the same tree."""
+        results: list[tuple[str, int]] = []
+        todo: list[tuple[PrimExpr, bool]] = [(root, False)]
+        while todo:
+            node, ready = todo.pop()
+            kids = children(node)
+            if not ready and kids:
+                todo.append((node, True))
+                todo.extend((kid, False) for kid in reversed(kids))
+                continue
+            args = results[len(results) - len(kids):] if kids else []
+            if kids:
+                del results[-len(kids):]
+            results.append(self.combine(node, args))
+        return results[0][0]
+
+    def combine(self, node: PrimExpr, args: list[tuple[str, int]]) -> tuple[str, int]:
+        t = type(node)
+        if t is Var:
+            return self.name(node), _ATOM  # type: ignore[arg-type]
+        if t is IntImm:
+            return _int_text(node), _ATOM  # type: ignore[arg-type]
+        if t is FloatImm:
+            return _float_text(node), _ATOM  # type: ignore[arg-type]
+        texts = [text for text, _ in args]
+        if t is BinaryOp:
+            op = node.op  # type: ignore[attr-defined]
+            prec = _PREC.get(op)
+            if prec is None:
+                return f"{op}({texts[0]}, {texts[1]})", _ATOM
+            (lhs, lp), (rhs, rp) = args
+            lhs = lhs if lp >= prec else f"({lhs})"
+            rhs = rhs if rp > prec else f"({rhs})"
+            return f"{lhs} {INFIX_SYMBOLS[op]} {rhs}", prec
+        if t is BufferLoad:
+            return f"{self.name(node.buffer)}[{', '.join(texts)}]", _ATOM  # type: ignore[attr-defined]
+        if t is Cast:
+            return f"{node.dtype}({texts[0]})", _ATOM
+        if t is Not:
+            return f"not({texts[0]})", _ATOM
+        if t is Select:
+            return f"select({', '.join(texts)})", _ATOM
+        if t is Ramp:
+            return f"ramp({texts[0]}, {texts[1]}, {node.lanes})", _ATOM  # type: ignore[attr-defined]
+        if t is Broadcast:
+            return f"broadcast({texts[0]}, {node.lanes})", _ATOM  # type: ignore[attr-defined]
+        if t is Call:
+            return f"{node.name}({', '.join(texts)})", _ATOM  # type: ignore[attr-defined]
+        raise TypeError(f"not a TIR expression: {node!r}")
+
+
+def _int_text(node: IntImm) -> str:
+    if node.dtype == "bool":
+        return "True" if node.value else "False"
+    suffix = _INT_SUFFIX.get(node.dtype)
+    if suffix is None:
+        return f"{node.dtype}({node.value})"   # uint8(7): a literal of a dtype without a suffix
+    return f"{node.value}{suffix}"
+
+
+def _float_text(node: FloatImm) -> str:
+    suffix = _FLOAT_SUFFIX.get(node.dtype)
+    value = node.value
+    if suffix is None or np.isinf(value) and node.dtype != "float32":
+        inner = ("-inff" if value < 0 else "inff") if np.isinf(value) else f"{repr(value)}f64"
+        return f"{node.dtype}({inner})"
+    if np.isnan(value):
+        raise DiagnosticError("a NaN literal has no text form", node.span)
+    if np.isinf(value):
+        return "inff" if value > 0 else "-inff"
+    return float_text(np.dtype(node.dtype).type(value)) + suffix

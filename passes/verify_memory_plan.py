@@ -1,0 +1,133 @@
+"""`verify-memory-plan`: an independent check of the memory plan written on `main`.
+
+It recomputes liveness from the IR and reads the plan back from the attributes, so a bug in a
+planner or a hand-edited plan is caught the same way: every tensor has a storage on its own
+device, fits in it at an aligned offset, inputs keep storages of their own, and no two tensors
+live at the same step share a byte. The one overlap allowed is an element-wise step writing its
+result exactly over a same-typed input that dies at that step (in-place reuse).
+The pass manager's `verify` runs this whenever `main` carries a plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from irtool.analysis.liveness import ALIAS, CALL, Liveness, PlannedTensor, compute_liveness, device_key
+from irtool.analysis.memory_plan import INPUT, MemoryPlan, PLAN_ALGORITHM, read_plan
+from irtool.analysis.typecheck import infer_types
+from irtool.ir.module import IRModule
+from irtool.passes.base import ModulePass, register_pass
+from irtool.syntax.diagnostics import Diagnostic, DiagnosticError
+
+
+def _describe(t: PlannedTensor, placed: tuple[int, int]) -> str:
+    return f"{t.name} ({t.nbytes} bytes at offset {placed[1]} of storage {placed[0]})"
+
+
+def _in_place_inputs(live: Liveness, plan: MemoryPlan) -> dict[int, int]:
+    """Tensor -> the step whose result legitimately overwrites it (exactly, as it dies)."""
+    out: dict[int, int] = {}
+    outputs = set(live.outputs)
+    for step in live.steps:
+        if not step.elementwise or step.kind == ALIAS or len(step.outputs) != 1:
+            continue
+        o = live.tensors[step.outputs[0]]
+        for t in step.inputs:
+            src = live.tensors[t]
+            if (src.kind == CALL and src.last == step.index and t not in outputs and src.ttype == o.ttype
+                    and plan.placement.get(t) == plan.placement.get(o.index)):
+                out[t] = step.index
+    return out
+
+
+def check_plan(live: Liveness, plan: MemoryPlan) -> None:
+    """Raise a located `DiagnosticError` at the first violation of the plan."""
+    tensors = live.tensors
+    alignment = plan.alignment
+    if alignment < 1:
+        raise DiagnosticError(f"memory plan: alignment must be positive, got {alignment}", live.func.span)
+    users: dict[int, int] = {}
+    for t in tensors:
+        placed = plan.placement.get(t.index)
+        if placed is None:
+            if t.kind == CALL and not (t.step >= 0 and live.steps[t.step].kind == ALIAS):
+                raise DiagnosticError(f"memory plan: {t.name} has no storage", t.span)
+            continue
+        sid, offset = placed
+        if not 0 <= sid < len(plan.storages):
+            raise DiagnosticError(f"memory plan: {t.name} names storage {sid}, but there are "
+                                  f"{len(plan.storages)}", t.span)
+        storage = plan.storages[sid]
+        if offset < 0 or offset % alignment:
+            raise DiagnosticError(f"memory plan: {_describe(t, placed)} is not aligned to {alignment} bytes", t.span)
+        if offset + t.nbytes > storage.nbytes:
+            raise DiagnosticError(f"memory plan: {_describe(t, placed)} does not fit: storage {sid} has "
+                                  f"{storage.nbytes} bytes", t.span)
+        if device_key(storage.device) != device_key(t.device):
+            raise DiagnosticError(f"memory plan: {t.name} lives on device {t.device} but storage {sid} is on "
+                                  f"device {storage.device}", t.span)
+        if (t.kind == CALL) == (storage.kind == INPUT):
+            raise DiagnosticError(f"memory plan: {t.name} is {'an intermediate' if t.kind == CALL else 'an input'}"
+                                  f" but storage {sid} is {'an input' if storage.kind == INPUT else 'a workspace'}"
+                                  " storage", t.span)
+        if storage.kind == INPUT:
+            if sid in users:
+                raise DiagnosticError(f"memory plan: inputs {tensors[users[sid]].name} and {t.name} share "
+                                      f"storage {sid}", t.span)
+            users[sid] = t.index
+    _check_overlaps(live, plan)
+
+
+def _check_overlaps(live: Liveness, plan: MemoryPlan) -> None:
+    tensors = live.tensors
+    dies_early = _in_place_inputs(live, plan)
+    live_at: list[list[int]] = [[] for _ in range(len(live.steps))]
+    for t in live.planned():
+        if t.index not in plan.placement:
+            continue
+        last = dies_early[t.index] - 1 if t.index in dies_early else t.last
+        for s in range(t.first, last + 1):
+            live_at[s].append(t.index)
+    for step, members in enumerate(live_at):
+        ranges = sorted((plan.placement[t], tensors[t].nbytes, t) for t in members)
+        reach: tuple[int, int, int] | None = None  # (storage, end, tensor) reaching furthest so far
+        for (sid, offset), nbytes, t in ranges:
+            if nbytes == 0:
+                continue
+            if reach is not None and reach[0] == sid and offset < reach[1]:
+                other = tensors[reach[2]]
+                raise DiagnosticError(
+                    f"memory plan: {_describe(tensors[t], (sid, offset))} overlaps "
+                    f"{_describe(other, plan.placement[other.index])}; both are live at step {step}",
+                    tensors[t].span, notes=[Diagnostic("note", f"{other.name} is computed here", other.span)])
+            if reach is None or reach[0] != sid or offset + nbytes > reach[1]:
+                reach = (sid, offset + nbytes, t)
+
+
+def check_memory_plan(mod: IRModule, entry: str = "main") -> bool:
+    """Check the plan on `entry` if it has one (the module must be type checked); True if checked."""
+    func = mod.functions.get(entry)
+    if func is None or PLAN_ALGORITHM not in func.attrs:
+        return False
+    live = compute_liveness(mod, entry)
+    plan = read_plan(live)
+    assert plan is not None
+    check_plan(live, plan)
+    return True
+
+
+@register_pass
+@dataclass
+class VerifyMemoryPlan(ModulePass):
+    name: ClassVar[str] = "verify-memory-plan"
+    description: ClassVar[str] = "check the memory plan on main: no live overlap, fits, aligned, per device"
+
+    entry: str = "main"
+
+    def apply(self, mod: IRModule) -> IRModule:
+        infer_types(mod)
+        if not check_memory_plan(mod, self.entry):
+            raise DiagnosticError(f"verify-memory-plan: @{self.entry} carries no memory plan "
+                                  "(run plan-memory first)", mod.def_spans.get(self.entry))
+        return mod
