@@ -69,6 +69,7 @@ class Liveness:
     tensors: list[PlannedTensor]
     outputs: list[int]  # the tensors `main` returns, flattened
     params: list[list[int]] = field(default_factory=list)  # each parameter's tensors
+    constants: dict[int, Constant] = field(default_factory=dict)  # tensor index -> its constant
 
     def planned(self) -> list[PlannedTensor]:
         """The tensors a memory plan places: step outputs (parameters and constants are inputs)."""
@@ -276,6 +277,7 @@ class _Builder:
         self.steps: list[Step] = []
         self.tokens: dict[int, list[int]] = {}
         self.facts: dict[int, _CalleeFacts] = {}
+        self.constants: dict[int, Constant] = {}
 
     def new_tensor(self, kind: str, ttype: TensorType, step: int, name: str, span: Span | None) -> int:
         first = max(step, 0)
@@ -303,6 +305,7 @@ class _Builder:
             elif isinstance(node, Constant):
                 ttype = TensorType(tuple(int(d) for d in node.data.shape), str(node.data.dtype))
                 tokens[id(node)] = [self.new_tensor(CONSTANT, ttype, -1, f"const{len(self.tensors)}", node.span)]
+                self.constants[len(self.tensors) - 1] = node
             elif isinstance(node, Tuple):
                 tokens[id(node)] = [t for f in node.fields for t in tokens[id(f)]]
             elif isinstance(node, TupleGetItem):
@@ -318,7 +321,7 @@ class _Builder:
         for t in outputs:
             if self.tensors[t].kind == CALL:
                 self.tensors[t].last = end
-        return Liveness(self.func, self.steps, self.tensors, list(outputs), params)
+        return Liveness(self.func, self.steps, self.tensors, list(outputs), params, self.constants)
 
     def add_step(self, call: Call) -> list[int]:
         callee = callee_function(call, self.mod)
@@ -344,7 +347,7 @@ class _Builder:
         if step.kind != ALIAS:
             types = flatten_type(call.checked_type, call.span)
             many = len(types) > 1
-            step.outputs = [self.new_tensor(CALL, ty, index, f"%s{index}" + (f".{i}" if many else ""), call.span)
+            step.outputs = [self.new_tensor(CALL, ty, index, f"s{index}" + (f".{i}" if many else ""), call.span)
                             for i, ty in enumerate(types)]
         self.steps.append(step)
         return list(step.outputs)

@@ -431,7 +431,6 @@ class _Printer:
         memo = self.memo
         memo_get = memo.get
         atom = self.atom
-        attr_texts = self.attr_texts
         atoms = _ATOMS
         saved = (dict(memo), dict(self.names), len(self.constants), self.counter)
         counter = self.counter
@@ -480,19 +479,7 @@ class _Printer:
                     continue
             t = type(node)
             if t is Call:
-                op = node.op  # type: ignore[union-attr]
-                args = node.args  # type: ignore[union-attr]
-                if not args and type(op) is Constructor and not op.inputs:
-                    text = memo_get(id(op)) or atom(op)
-                else:
-                    texts = [memo_get(id(a)) or atom(a) for a in args]
-                    attrs = node.attrs  # type: ignore[union-attr]
-                    if attrs:
-                        attr_text = attr_texts.get(id(attrs))
-                        if attr_text is None:
-                            attr_text = attr_texts[id(attrs)] = format_attrs(attrs)
-                        texts.append(attr_text)
-                    text = f"{memo_get(id(op)) or atom(op)}({', '.join(texts)})"
+                text = self.call_text(node)  # type: ignore[arg-type]
             elif t is Tuple:
                 fields = [memo_get(id(f)) or atom(f) for f in node.fields]  # type: ignore[union-attr]
                 text = "(" + fields[0] + ",)" if len(fields) == 1 else "(" + ", ".join(fields) + ")"
@@ -528,9 +515,6 @@ class _Printer:
         `_END` around their bodies; `_END` turns the scope's lines into a block on `vals`.
         """
         memo = self.memo
-        memo_get = memo.get
-        atom = self.atom
-        attr_texts = self.attr_texts
         counts = self.counts
         atoms = _ATOMS
         push = tasks.append
@@ -597,21 +581,7 @@ class _Printer:
                 if type(node) is not Call or self.show_types:
                     self.build(task, scopes, vals)
                     continue
-                # The hot path (a dataflow call), inlined: operands are atoms or hoisted `%N`.
-                op = node.op
-                args = node.args
-                if not args and type(op) is Constructor and not op.inputs:
-                    text = memo_get(id(op)) or atom(op)  # `Nil`
-                else:
-                    texts = [memo_get(id(a)) or atom(a) for a in args]
-                    attrs = node.attrs
-                    if attrs:
-                        key = id(attrs)
-                        attr_text = attr_texts.get(key)
-                        if attr_text is None:
-                            attr_text = attr_texts[key] = format_attrs(attrs)
-                        texts.append(attr_text)
-                    text = f"{memo_get(id(op)) or atom(op)}({', '.join(texts)})"
+                text = self.call_text(node)  # the hot path: no annotation to add
                 mode = task[2]
                 if mode and counts[id(node)] == 1:
                     vals.append(text)
@@ -624,10 +594,22 @@ class _Printer:
                     vals.append(name)
             elif code == _LET_CHAIN:
                 node = task[1]
-                push((_VISIT, node.body, 2))
-                # Named before its value: a `let`-bound function may call itself.
-                push((_LET_LINE, self.let_prefix(node.var)))
-                push((_VISIT, node.value, 1))
+                scope = scopes[-1]
+                while True:
+                    # Named before its value: a `let`-bound function may call itself.
+                    prefix = self.let_prefix(node.var)
+                    text = self.ready_text(node.value)
+                    if text is None:
+                        push((_VISIT, node.body, 2))
+                        push((_LET_LINE, prefix))
+                        push((_VISIT, node.value, 1))
+                        break
+                    scope.append(f"{prefix}{text};")  # the common ANF line, without tasks
+                    body = node.body
+                    if type(body) is not Let or counts[id(body)] != 1:
+                        push((_VISIT, body, 2))
+                        break
+                    node = body
             elif code == _LET_LINE:
                 prefix = task[1]
                 value = vals.pop()
@@ -655,6 +637,39 @@ class _Printer:
         text = self.memo.get(id(node))
         return text if text is not None else self.atom(node)
 
+    def call_text(self, node: Call) -> str:
+        """`op(args, attrs)`; every operand is an atom or already hoisted."""
+        memo_get = self.memo.get
+        op = node.op
+        args = node.args
+        if not args and type(op) is Constructor and not op.inputs:
+            return memo_get(id(op)) or self.atom(op)  # `Nil`: the parser makes this call of it
+        texts = [memo_get(id(a)) or self.atom(a) for a in args]
+        attrs = node.attrs
+        if attrs:
+            attr_text = self.attr_texts.get(id(attrs))
+            if attr_text is None:
+                attr_text = self.attr_texts[id(attrs)] = format_attrs(attrs)
+            texts.append(attr_text)
+        return f"{memo_get(id(op)) or self.atom(op)}({', '.join(texts)})"
+
+    def ready_text(self, value: Expr) -> str | None:
+        """The in-place text of a `let` value that needs no hoisting (an atom, a printed node, or
+        a call used once over such operands), or None: then it goes through the task loop."""
+        memo = self.memo
+        text = memo.get(id(value))
+        if text is not None:
+            return text
+        t = type(value)
+        if t in _ATOMS:
+            return self.atom(value)
+        if t is not Call or self.show_types or self.counts[id(value)] != 1:
+            return None
+        for operand in (value.op, *value.args):  # type: ignore[attr-defined]
+            if type(operand) not in _ATOMS and id(operand) not in memo:
+                return None
+        return self.call_text(value)  # type: ignore[arg-type]
+
     def projection(self, node: TupleGetItem) -> str:
         value = node.tuple_value
         text = self.operand(value)
@@ -667,14 +682,7 @@ class _Printer:
         t = type(node)
         text: Text
         if t is Call:
-            op = node.op
-            if not node.args and type(op) is Constructor and not op.inputs:
-                text = self.operand(op)  # `Nil`: the parser makes this call of a bare nullary constructor
-            else:
-                args = [self.operand(a) for a in node.args]
-                if node.attrs:
-                    args.append(format_attrs(node.attrs))
-                text = f"{self.operand(op)}({', '.join(args)})"
+            text = self.call_text(node)
         elif t is Tuple:
             fields = [self.operand(f) for f in node.fields]
             text = "(" + fields[0] + ",)" if len(fields) == 1 else "(" + ", ".join(fields) + ")"

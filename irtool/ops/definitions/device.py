@@ -38,7 +38,15 @@ register(OpDef(
      AttrField("constrain_result", "bool", False),
      AttrField("constrain_body", "bool", True)),
     OpPattern.OPAQUE, _same_type, _identity,
-    description="annotates where a value lives; the identity on values"))
+    description="annotates where a value lives; the identity on values",
+    # Not a computation: fusion leaves it outside primitive functions (TVM's TNonComputational).
+    extra={"non_computational": True}))
+
+register(OpDef(
+    "annotation.stop_fusion", 1, (),
+    OpPattern.OPAQUE, _same_type, _identity,
+    description="marks a fusion boundary; fuse-ops drops the call and never fuses across it",
+    extra={"stop_fusion": True}))
 
 register(OpDef(
     "device_copy", 1,
