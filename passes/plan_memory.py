@@ -29,6 +29,7 @@ class PlanMemory(ModulePass):
     algorithm: str = "greedy-by-size"
     alignment: int = 64
     in_place: bool = False
+    concat_in_place: bool = False
     entry: str = "main"
 
     def apply(self, mod: IRModule) -> IRModule:
@@ -43,5 +44,5 @@ class PlanMemory(ModulePass):
             raise DiagnosticError(f"plan-memory: no function @{self.entry} to plan")
         infer_types(mod)
         live = compute_liveness(mod, self.entry)
-        plan = plan_memory(live, self.algorithm, self.alignment, self.in_place)
+        plan = plan_memory(live, self.algorithm, self.alignment, self.in_place, self.concat_in_place)
         return annotate(mod, live, plan, self.entry)

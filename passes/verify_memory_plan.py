@@ -3,8 +3,9 @@
 It recomputes liveness from the IR and reads the plan back from the attributes, so a bug in a
 planner or a hand-edited plan is caught the same way: every tensor has a storage on its own
 device, fits in it at an aligned offset, inputs keep storages of their own, and no two tensors
-live at the same step share a byte. The one overlap allowed is an element-wise step writing its
-result exactly over a same-typed input that dies at that step (in-place reuse).
+live at the same step share a byte. Two overlaps are allowed: an element-wise step writing its
+result exactly over a same-typed input that dies at that step (in-place reuse), and the inputs
+of a concatenation placed exactly at their slices of its result (concatenate-in-place).
 The pass manager's `verify` runs this whenever `main` carries a plan.
 """
 
@@ -79,9 +80,34 @@ def check_plan(live: Liveness, plan: MemoryPlan) -> None:
     _check_overlaps(live, plan)
 
 
+def _concat_parents(live: Liveness, plan: MemoryPlan) -> dict[int, int]:
+    """Tensor -> the concatenation whose result holds it exactly at its slice (concat-in-place)."""
+    parent: dict[int, int] = {}
+    for step in live.steps:
+        if step.concat_offsets is None or step.kind == ALIAS or len(step.outputs) != 1:
+            continue
+        out = plan.placement.get(step.outputs[0])
+        if out is None:
+            continue
+        for t, delta in zip(step.inputs, step.concat_offsets):
+            if (live.tensors[t].kind == CALL and t not in parent and step.inputs.count(t) == 1
+                    and plan.placement.get(t) == (out[0], out[1] + delta)):
+                parent[t] = step.outputs[0]
+    return parent
+
+
+def _contains(parent: dict[int, int], outer: int, inner: int) -> bool:
+    while inner in parent:
+        inner = parent[inner]
+        if inner == outer:
+            return True
+    return False
+
+
 def _check_overlaps(live: Liveness, plan: MemoryPlan) -> None:
     tensors = live.tensors
     dies_early = _in_place_inputs(live, plan)
+    parent = _concat_parents(live, plan)
     live_at: list[list[int]] = [[] for _ in range(len(live.steps))]
     for t in live.planned():
         if t.index not in plan.placement:
@@ -91,18 +117,20 @@ def _check_overlaps(live: Liveness, plan: MemoryPlan) -> None:
             live_at[s].append(t.index)
     for step, members in enumerate(live_at):
         ranges = sorted((plan.placement[t], tensors[t].nbytes, t) for t in members)
-        reach: tuple[int, int, int] | None = None  # (storage, end, tensor) reaching furthest so far
+        active: list[tuple[int, int, int]] = []  # (storage, end, tensor) of ranges still open
         for (sid, offset), nbytes, t in ranges:
             if nbytes == 0:
                 continue
-            if reach is not None and reach[0] == sid and offset < reach[1]:
-                other = tensors[reach[2]]
+            active = [a for a in active if a[0] == sid and a[1] > offset]
+            for _, _, other in active:
+                if _contains(parent, other, t) or _contains(parent, t, other):
+                    continue
+                o = tensors[other]
                 raise DiagnosticError(
                     f"memory plan: {_describe(tensors[t], (sid, offset))} overlaps "
-                    f"{_describe(other, plan.placement[other.index])}; both are live at step {step}",
-                    tensors[t].span, notes=[Diagnostic("note", f"{other.name} is computed here", other.span)])
-            if reach is None or reach[0] != sid or offset + nbytes > reach[1]:
-                reach = (sid, offset + nbytes, t)
+                    f"{_describe(o, plan.placement[other])}; both are live at step {step}",
+                    tensors[t].span, notes=[Diagnostic("note", f"{o.name} is computed here", o.span)])
+            active.append((sid, offset + nbytes, t))
 
 
 def check_memory_plan(mod: IRModule, entry: str = "main") -> bool:

@@ -60,6 +60,9 @@ class Step:
     # element i of an input of the output's shape, so that input's bytes may be overwritten.
     elementwise: bool = False
     device_annotation: tuple[str, dict[str, AttrValue]] | None = None
+    # For a step that only concatenates its inputs into contiguous slices of its result: the byte
+    # offset of each input slot in the result (so producers could write there directly).
+    concat_offsets: list[int] | None = None
 
 
 @dataclass
@@ -79,7 +82,7 @@ class Liveness:
         """Devices of the planned tensors, in first-seen order."""
         seen: dict[object, Device] = {}
         for t in self.planned():
-            seen.setdefault(_device_key(t.device), t.device)
+            seen.setdefault(device_key(t.device), t.device)
         return list(seen.values())
 
     def lower_bound(self) -> dict[object, int]:
@@ -87,7 +90,7 @@ class Liveness:
         delta: dict[object, list[int]] = {}
         n = len(self.steps)
         for t in self.planned():
-            d = delta.setdefault(_device_key(t.device), [0] * (n + 1))
+            d = delta.setdefault(device_key(t.device), [0] * (n + 1))
             d[t.first] += t.nbytes
             d[t.last + 1] -= t.nbytes
         out: dict[object, int] = {}
@@ -103,13 +106,9 @@ class Liveness:
         return sum(t.nbytes for t in self.planned())
 
 
-def _device_key(device: Device) -> object:
+def device_key(device: Device) -> object:
     """Devices compare by value and kind (`1` and `"1"` differ)."""
     return (type(device).__name__, device)
-
-
-def device_key(device: Device) -> object:
-    return _device_key(device)
 
 
 def tensor_bytes(t: TensorType, span: Span | None) -> int:
@@ -173,6 +172,25 @@ class _CalleeFacts:
     label: str
     elementwise: bool
     device_annotation: tuple[str, dict[str, AttrValue]] | None
+    concat_axis: int | None = None
+
+
+# The operator whose result is its inputs laid side by side (concatenate-in-place looks for it).
+CONCAT_OP = "concatenate"
+
+
+def _concat_axis(fn: Function) -> int | None:
+    """The axis when `fn` is exactly `concatenate` of its parameters in order, else None."""
+    body = fn.body
+    if not (isinstance(body, Call) and isinstance(body.op, Op) and body.op.name == CONCAT_OP and len(body.args) == 1):
+        return None
+    arg = body.args[0]
+    fields = arg.fields if isinstance(arg, Tuple) else (arg,)
+    if len(fields) != len(fn.params) or any(f is not p for f, p in zip(fields, fn.params)):
+        return None
+    opdef = get_op(CONCAT_OP)
+    axis = opdef.full_attrs(body.attrs)["axis"] if opdef is not None else None
+    return axis if isinstance(axis, int) else None
 
 
 def _op_calls(fn: Function) -> list[Call]:
@@ -184,6 +202,7 @@ def _callee_facts(callee: Function | GlobalVar | Op | None, call: Call) -> _Call
         return _ops_facts([(callee.name, call)])
     if isinstance(callee, Function):
         facts = _ops_facts([(c.op.name, c) for c in _op_calls(callee)])  # type: ignore[union-attr]
+        facts.concat_axis = _concat_axis(callee)
         if callee.attrs.get("relay.reshape_only"):
             facts.kind = ALIAS
         # A wrapped device op counts only when it is the whole body, applied to the parameter.
@@ -323,6 +342,15 @@ class _Builder:
                 self.tensors[t].last = end
         return Liveness(self.func, self.steps, self.tensors, list(outputs), params, self.constants)
 
+    def concat_offsets(self, out: TensorType, axis: int, inputs: list[int]) -> list[int] | None:
+        if not _contiguous_slices(out, axis):
+            return None
+        offsets, at = [], 0
+        for t in inputs:
+            offsets.append(at)
+            at += self.tensors[t].nbytes
+        return offsets
+
     def add_step(self, call: Call) -> list[int]:
         callee = callee_function(call, self.mod)
         key = id(callee) if callee is not None else id(call)
@@ -349,8 +377,16 @@ class _Builder:
             many = len(types) > 1
             step.outputs = [self.new_tensor(CALL, ty, index, f"s{index}" + (f".{i}" if many else ""), call.span)
                             for i, ty in enumerate(types)]
+            if facts.concat_axis is not None and len(types) == 1:
+                step.concat_offsets = self.concat_offsets(types[0], facts.concat_axis, inputs)
         self.steps.append(step)
         return list(step.outputs)
+
+
+def _contiguous_slices(out: TensorType, axis: int) -> bool:
+    """Concatenating along `axis` lays the inputs one after another when every outer axis is 1."""
+    axis = axis + len(out.shape) if axis < 0 else axis
+    return 0 <= axis < len(out.shape) and all(d == 1 for d in out.shape[:axis])
 
 
 def compute_liveness(mod: IRModule, entry: str = "main") -> Liveness:

@@ -6,7 +6,9 @@ tensor, a storage and a byte offset in it. Three planners:
 - `greedy-by-size` (Pisarchyk & Lee 2020): one arena per device; tensors largest first, each at
   the lowest aligned offset that is free over its whole live range. With `in_place`, an
   element-wise step writes its result over a same-shaped input that dies at that step, so the
-  two share one buffer (this can beat the plain liveness lower bound).
+  two share one buffer; with `concat_in_place`, the inputs of a concatenation are placed in
+  their slices of its result, so the concatenation copies nothing. Both can beat the plain
+  liveness lower bound.
 - `tvm-greedy`: TVM's GraphPlanMemory token allocator as DESIGN.md restates it: parameters and
   constants get storages never reused; each step output requests a free storage (smallest in
   [S, 16 S], else the largest in [S/16, S), which grows), else a new one.
@@ -28,6 +30,7 @@ from irtool.ir.expr import Attrs, AttrValue, Call, Expr, Function, Op
 from irtool.ir.module import IRModule
 from irtool.ir.span import Span
 from irtool.ir.visitor import ExprMutator
+from irtool.ops.registry import get_op
 from irtool.syntax.diagnostics import DiagnosticError
 
 ARENA, TOKEN, INPUT = "arena", "token", "input"
@@ -67,7 +70,8 @@ def align_up(n: int, alignment: int) -> int:
 # none
 
 
-def plan_none(live: Liveness, alignment: int = 64, in_place: bool = False) -> MemoryPlan:
+def plan_none(live: Liveness, alignment: int = 64, in_place: bool = False,
+              concat_in_place: bool = False) -> MemoryPlan:
     plan = MemoryPlan("none", alignment)
     for t in live.planned():
         storage = Storage(len(plan.storages), t.device, t.nbytes, TOKEN, t.nbytes)
@@ -107,7 +111,8 @@ class _FreeList:
         return None
 
 
-def plan_tvm_greedy(live: Liveness, alignment: int = 64, in_place: bool = False) -> MemoryPlan:
+def plan_tvm_greedy(live: Liveness, alignment: int = 64, in_place: bool = False,
+                    concat_in_place: bool = False) -> MemoryPlan:
     plan = MemoryPlan("tvm-greedy", alignment)
     tensors = live.tensors
     refs = [0] * len(tensors)
@@ -161,17 +166,31 @@ def plan_tvm_greedy(live: Liveness, alignment: int = 64, in_place: bool = False)
 
 @dataclass
 class _Buffer:
-    """Tensors that share bytes one after another (one tensor, or an in-place chain)."""
+    """Tensors placed together: one tensor, an in-place chain, or a concatenation and its inputs."""
 
-    members: list[int]
+    members: list[tuple[int, int]]  # (tensor, byte offset inside the buffer)
     nbytes: int
     first: int
     last: int
     device: Device
+    # Holds a concatenation: its bytes are several tensors', so nothing may overwrite them in place.
+    shared: bool = False
 
 
-def in_place_buffers(live: Liveness) -> list[_Buffer]:
-    """Chains of tensors where an element-wise step overwrites a same-shaped input that dies there."""
+def _absorb(into: _Buffer, src: _Buffer, delta: int, owner: dict[int, _Buffer]) -> None:
+    for t, d in src.members:
+        into.members.append((t, d + delta))
+        owner[t] = into
+    into.first = min(into.first, src.first)
+    into.last = max(into.last, src.last)
+    src.members = []
+
+
+def plan_buffers(live: Liveness, alignment: int = 64, in_place: bool = False,
+                 concat_in_place: bool = False) -> list[_Buffer]:
+    """The units greedy-by-size places. With `in_place`, an element-wise step's result joins a
+    same-typed input that dies at that step; with `concat_in_place`, the inputs of a step that
+    only concatenates (into contiguous slices) are placed inside its result at their slice."""
     tensors = live.tensors
     outputs = set(live.outputs)
     owner: dict[int, _Buffer] = {}
@@ -179,34 +198,40 @@ def in_place_buffers(live: Liveness) -> list[_Buffer]:
     for t in live.planned():
         if t.step >= 0 and live.steps[t.step].kind == ALIAS:
             continue
-        buf = _Buffer([t.index], t.nbytes, t.first, t.last, t.device)
-        owner[t.index] = buf
-        buffers.append(buf)
+        owner[t.index] = _Buffer([(t.index, 0)], t.nbytes, t.first, t.last, t.device)
+        buffers.append(owner[t.index])
+    in_a_concat: set[int] = set()
     for step in live.steps:
-        if not step.elementwise or step.kind == ALIAS or len(step.outputs) != 1:
+        if step.kind == ALIAS or len(step.outputs) != 1:
             continue
         out = tensors[step.outputs[0]]
-        for t in dict.fromkeys(step.inputs):
-            src = tensors[t]
-            buf = owner.get(t)
-            if (buf is not None and src.last == step.index and t not in outputs and src.ttype == out.ttype
-                    and device_key(src.device) == device_key(out.device) and buf.members[-1] == t):
-                mine = owner[out.index]
-                buf.members.append(out.index)
-                buf.last = max(buf.last, out.last)
-                owner[out.index] = buf
-                mine.members = []
-                break
+        mine = owner[out.index]
+        if concat_in_place and step.concat_offsets is not None:
+            for t, delta in zip(step.inputs, step.concat_offsets):
+                buf = owner.get(t)
+                if (buf is None or buf is mine or t in in_a_concat or step.inputs.count(t) != 1
+                        or delta % alignment or buf.members[0] != (t, 0) or buf.nbytes != tensors[t].nbytes
+                        or device_key(buf.device) != device_key(out.device)):
+                    continue
+                in_a_concat.add(t)
+                _absorb(mine, buf, delta, owner)
+                mine.shared = True
+        elif in_place and step.elementwise:
+            for t in dict.fromkeys(step.inputs):
+                src = tensors[t]
+                buf = owner.get(t)
+                if (buf is not None and not buf.shared and buf.members[-1] == (t, 0) and src.last == step.index
+                        and t not in outputs and src.ttype == out.ttype
+                        and device_key(src.device) == device_key(out.device)):
+                    _absorb(buf, mine, 0, owner)
+                    break
     return [b for b in buffers if b.members]
 
 
-def plan_greedy_by_size(live: Liveness, alignment: int = 64, in_place: bool = False) -> MemoryPlan:
+def plan_greedy_by_size(live: Liveness, alignment: int = 64, in_place: bool = False,
+                        concat_in_place: bool = False) -> MemoryPlan:
     plan = MemoryPlan("greedy-by-size", alignment)
-    if in_place:
-        buffers = in_place_buffers(live)
-    else:
-        buffers = [_Buffer([t.index], t.nbytes, t.first, t.last, t.device) for t in live.planned()
-                   if not (t.step >= 0 and live.steps[t.step].kind == ALIAS)]
+    buffers = plan_buffers(live, alignment, in_place, concat_in_place)
     arenas: dict[object, Storage] = {}
     for buf in buffers:  # arenas in order of first appearance
         key = device_key(buf.device)
@@ -234,8 +259,8 @@ def plan_greedy_by_size(live: Liveness, alignment: int = 64, in_place: bool = Fa
         arena.nbytes = max(arena.nbytes, offset + buf.nbytes)
         if arena.first_bytes == 0:
             arena.first_bytes = buf.nbytes
-        for t in buf.members:
-            plan.placement[t] = (arena.index, offset)
+        for t, delta in buf.members:
+            plan.placement[t] = (arena.index, offset + delta)
     return plan
 
 
@@ -249,8 +274,10 @@ PLANNERS: dict[str, Planner] = {
 
 
 def plan_memory(live: Liveness, algorithm: str = "greedy-by-size", alignment: int = 64,
-                in_place: bool = False) -> MemoryPlan:
-    return PLANNERS[algorithm](live, alignment, in_place)
+                in_place: bool = False, concat_in_place: bool = False) -> MemoryPlan:
+    """Plan with a named algorithm; the in-place options apply to greedy-by-size (the baselines
+    stay as TVM has them)."""
+    return PLANNERS[algorithm](live, alignment, in_place, concat_in_place)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -268,6 +295,20 @@ def _one_or_list(values: list[int]) -> int | tuple[int, ...]:
     return values[0] if len(values) == 1 else tuple(values)
 
 
+def can_carry_plan(call: Call) -> bool:
+    """Calls of function values keep any keyword attributes; an operator call (such as
+    `call_lowered`) only when its schema declares `storage_id` and `storage_offset`."""
+    if not isinstance(call.op, Op):
+        return True
+    opdef = get_op(call.op.name)
+    if opdef is None:
+        return False
+    if opdef.attrs is None:
+        return True
+    names = {f.name for f in opdef.attrs}
+    return STORAGE_ID in names and STORAGE_OFFSET in names
+
+
 def annotate(mod: IRModule, live: Liveness, plan: MemoryPlan, entry: str = "main") -> IRModule:
     """A copy of `mod` whose `entry` carries `plan` (any older plan is replaced)."""
     tensors = live.tensors
@@ -276,7 +317,7 @@ def annotate(mod: IRModule, live: Liveness, plan: MemoryPlan, entry: str = "main
     for step in live.steps:
         if step.kind == ALIAS or not step.outputs:
             continue
-        if isinstance(step.call.op, Op):
+        if not can_carry_plan(step.call):
             raise DiagnosticError("plan-memory: a memory plan is written on calls of fused functions; "
                                   "run fuse-ops first", step.call.span)
         placed = [plan.placement[t] for t in step.outputs]
@@ -287,11 +328,14 @@ def annotate(mod: IRModule, live: Liveness, plan: MemoryPlan, entry: str = "main
     class _Annotate(ExprMutator):
         def rewrite_call(self, node: Call) -> Expr:
             new = super().rewrite_call(node)
-            if id(node) not in calls or not isinstance(new, Call) or isinstance(node.op, Op):
+            if id(node) not in calls or not isinstance(new, Call) or not can_carry_plan(node):
                 return new
             attrs = new.attrs.without(STORAGE_ID, STORAGE_OFFSET)
             if id(node) in step_attrs:
                 attrs = attrs.with_items(**step_attrs[id(node)])
+            if isinstance(new.op, Op):
+                opdef = get_op(new.op.name)
+                attrs = opdef.normalize_attrs(attrs, new.span) if opdef is not None else attrs
             return Call(new.op, new.args, attrs, new.span, new.type_args)
 
     body = _Annotate().visit(func.body)

@@ -16,9 +16,9 @@ import numpy as np
 from irtool.ir.span import Span
 from irtool.ir.tir import (ARITH_OPS, COMPARE_OPS, INFIX_SYMBOLS, INTRINSICS, LOGIC_OPS, LOOP_KINDS, SCOPES,
                            Allocate, AssertStmt, BinaryOp, Broadcast, Buffer, BufferLoad, BufferStore, Call, Cast,
-                           Evaluate, FloatImm, For, IfThenElse, IntImm, LetStmt, Not, PrimExpr, PrimFunc, Ramp,
-                           Select, SeqStmt, Stmt, Var, children, is_bool, is_float, is_int, lanes_of, with_lanes)
-from irtool.ir.types import parse_dtype
+                           Evaluate, FloatImm, For, IfExpr, IfThenElse, IntImm, LetStmt, Not, PrimExpr, PrimFunc, Ramp,
+                           Select, SeqStmt, Stmt, Var, children, is_bool, is_float, is_int, lanes_of, tir_dtype,
+                           with_lanes)
 from irtool.syntax.diagnostics import DiagnosticError
 
 
@@ -50,7 +50,7 @@ class _Verifier:
         self.in_scope.add(id(obj))
 
     def check_dtype(self, dtype: str, span: Span | None) -> None:
-        if parse_dtype(dtype) != dtype:
+        if tir_dtype(dtype) != dtype:
             raise self.fail(f"invalid dtype `{dtype}`", span)
 
     def check_buffer(self, buf: Buffer, span: Span | None) -> None:
@@ -78,43 +78,42 @@ class _Verifier:
             if type(task) is tuple:
                 self.in_scope.discard(id(task[0]))
                 continue
-            stmt: Stmt = task  # type: ignore[assignment]
+            stmt: Stmt = task
             self.where = stmt.span or self.where
             span = stmt.span
-            t = type(stmt)
-            if t is SeqStmt:
-                stack.extend(reversed(stmt.stmts))  # type: ignore[attr-defined]
-            elif t is For:
-                self.check_for(stmt)  # type: ignore[arg-type]
-                stack.extend([(stmt.var,), stmt.body])  # type: ignore[attr-defined]
-            elif t is LetStmt:
-                value = self.expr(stmt.value)  # type: ignore[attr-defined]
-                var = stmt.var  # type: ignore[attr-defined]
+            if isinstance(stmt, SeqStmt):
+                stack.extend(reversed(stmt.stmts))
+            elif isinstance(stmt, For):
+                self.check_for(stmt)
+                stack.extend([(stmt.var,), stmt.body])
+            elif isinstance(stmt, LetStmt):
+                value = self.expr(stmt.value)
+                var = stmt.var
                 self.check_dtype(var.dtype, var.span or span)
                 if var.dtype != value:
                     raise self.fail(f"`let %{var.name}: {var.dtype}` is given a {value} value", span)
                 self.bind(var, var.span or span)
-                stack.extend([(var,), stmt.body])  # type: ignore[attr-defined]
-            elif t is Allocate:
-                buf = stmt.buffer  # type: ignore[attr-defined]
+                stack.extend([(var,), stmt.body])
+            elif isinstance(stmt, Allocate):
+                buf = stmt.buffer
                 self.check_buffer(buf, buf.span or span)
                 self.bind(buf, buf.span or span)
-                stack.extend([(buf,), stmt.body])  # type: ignore[attr-defined]
-            elif t is BufferStore:
-                target = self.access(stmt.buffer, stmt.indices, span)  # type: ignore[attr-defined]
-                value = self.expr(stmt.value)  # type: ignore[attr-defined]
+                stack.extend([(buf,), stmt.body])
+            elif isinstance(stmt, BufferStore):
+                target = self.access(stmt.buffer, stmt.indices, span)
+                value = self.expr(stmt.value)
                 if value != target:
-                    raise self.fail(f"storing a {value} value into `%{stmt.buffer.name}`, "  # type: ignore[attr-defined]
+                    raise self.fail(f"storing a {value} value into `%{stmt.buffer.name}`, "
                                     f"whose elements here are {target}", span)
-            elif t is IfThenElse:
-                self.condition(stmt.cond, "an `if` condition")  # type: ignore[attr-defined]
-                if stmt.else_body is not None:  # type: ignore[attr-defined]
-                    stack.append(stmt.else_body)  # type: ignore[attr-defined]
-                stack.append(stmt.then_body)  # type: ignore[attr-defined]
-            elif t is Evaluate:
-                self.expr(stmt.value)  # type: ignore[attr-defined]
-            elif t is AssertStmt:
-                self.condition(stmt.cond, "an assert condition")  # type: ignore[attr-defined]
+            elif isinstance(stmt, IfThenElse):
+                self.condition(stmt.cond, "an `if` condition")
+                if stmt.else_body is not None:
+                    stack.append(stmt.else_body)
+                stack.append(stmt.then_body)
+            elif isinstance(stmt, Evaluate):
+                self.expr(stmt.value)
+            elif isinstance(stmt, AssertStmt):
+                self.condition(stmt.cond, "an assert condition")
             else:
                 raise self.fail(f"not a TIR statement: {type(stmt).__name__}", span)
 
@@ -169,46 +168,51 @@ class _Verifier:
 
     def check_node(self, node: PrimExpr) -> None:
         span = node.span
-        t = type(node)
-        if t is Var:
+        if isinstance(node, Var):
             if id(node) not in self.in_scope:
-                raise self.fail(f"variable `%{node.name}` is used outside its scope", span)  # type: ignore[attr-defined]
-        elif t is IntImm:
+                raise self.fail(f"variable `%{node.name}` is used outside its scope", span)
+        elif isinstance(node, IntImm):
             self.check_dtype(node.dtype, span)
             if not is_int(node.dtype) and not is_bool(node.dtype) or lanes_of(node.dtype) != 1:
                 raise self.fail(f"an integer literal cannot have dtype {node.dtype}", span)
             low, high = (0, 1) if is_bool(node.dtype) else (int(np.iinfo(node.dtype).min), int(np.iinfo(node.dtype).max))
-            if not low <= node.value <= high:  # type: ignore[attr-defined]
-                raise self.fail(f"literal {node.value} is out of range for {node.dtype}", span)  # type: ignore[attr-defined]
-        elif t is FloatImm:
+            if not low <= node.value <= high:
+                raise self.fail(f"literal {node.value} is out of range for {node.dtype}", span)
+        elif isinstance(node, FloatImm):
             if not is_float(node.dtype) or lanes_of(node.dtype) != 1:
                 raise self.fail(f"a float literal cannot have dtype {node.dtype}", span)
-        elif t is BinaryOp:
-            self.check_binary(node)  # type: ignore[arg-type]
-        elif t is Not:
-            if not is_bool(node.a.dtype):  # type: ignore[attr-defined]
-                raise self.fail(f"`not` needs a bool operand, found {node.a.dtype}", span)  # type: ignore[attr-defined]
-        elif t is Select:
-            self.check_select(node)  # type: ignore[arg-type]
-        elif t is Cast:
+        elif isinstance(node, BinaryOp):
+            self.check_binary(node)
+        elif isinstance(node, Not):
+            if not is_bool(node.a.dtype):
+                raise self.fail(f"`not` needs a bool operand, found {node.a.dtype}", span)
+        elif isinstance(node, Select):
+            self.check_select(node)
+        elif isinstance(node, IfExpr):
+            if node.cond.dtype != "bool":
+                raise self.fail(f"if_then_else condition must be a scalar bool, found {node.cond.dtype}", span)
+            if node.true_value.dtype != node.false_value.dtype:
+                raise self.fail(f"if_then_else branches have different dtypes: {node.true_value.dtype} and "
+                                f"{node.false_value.dtype}", span)
+        elif isinstance(node, Cast):
             self.check_dtype(node.dtype, span)
-            if lanes_of(node.dtype) != lanes_of(node.value.dtype):  # type: ignore[attr-defined]
-                raise self.fail(f"cast from {node.value.dtype} to {node.dtype} changes the number of lanes; "  # type: ignore[attr-defined]
+            if lanes_of(node.dtype) != lanes_of(node.value.dtype):
+                raise self.fail(f"cast from {node.value.dtype} to {node.dtype} changes the number of lanes; "
                                 "use broadcast", span)
-        elif t is BufferLoad:
-            self.access(node.buffer, node.indices, span)  # type: ignore[attr-defined]
-        elif t is Ramp:
-            base, stride = node.base, node.stride  # type: ignore[attr-defined]
+        elif isinstance(node, BufferLoad):
+            self.access(node.buffer, node.indices, span)
+        elif isinstance(node, Ramp):
+            base, stride = node.base, node.stride
             if not is_int(base.dtype) or lanes_of(base.dtype) != 1 or stride.dtype != base.dtype:
                 raise self.fail(f"ramp needs scalar integer base and stride of one dtype, found {base.dtype} and "
                                 f"{stride.dtype}", span)
-            if node.lanes < 1:  # type: ignore[attr-defined]
+            if node.lanes < 1:
                 raise self.fail("ramp lanes must be positive", span)
-        elif t is Broadcast:
-            if lanes_of(node.value.dtype) != 1 or node.lanes < 1:  # type: ignore[attr-defined]
-                raise self.fail(f"broadcast needs a scalar and positive lanes, found {node.value.dtype}", span)  # type: ignore[attr-defined]
-        elif t is Call:
-            self.check_call(node)  # type: ignore[arg-type]
+        elif isinstance(node, Broadcast):
+            if lanes_of(node.value.dtype) != 1 or node.lanes < 1:
+                raise self.fail(f"broadcast needs a scalar and positive lanes, found {node.value.dtype}", span)
+        elif isinstance(node, Call):
+            self.check_call(node)
         else:
             raise self.fail(f"not a TIR expression: {type(node).__name__}", span)
 

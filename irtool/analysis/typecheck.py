@@ -26,8 +26,10 @@ from irtool.ir.expr import (Call, Constant, Expr, Function, GlobalVar, If, Let, 
                             RefWrite, Tuple, TupleGetItem, Var)
 from irtool.ir.module import IRModule
 from irtool.ir.span import Span
+from irtool.ir.tir import PrimFunc
 from irtool.ir.types import FuncType, IncompleteType, RefType, TensorType, TupleType, Type, TypeCall, scalar_type
 from irtool.ir.visitor import post_order
+from irtool.lower.signature import primfunc_type
 from irtool.ops.registry import OpDef, TypeRelError, get_op
 from irtool.syntax.diagnostics import DiagnosticError
 
@@ -105,13 +107,18 @@ class _Inferencer:
     # -- entry points ------------------------------------------------------------------------------------
     def run_module(self) -> None:
         for name, func in self.mod.functions.items():
-            self.global_types[name] = self.function_type(func)
+            self.global_types[name] = (primfunc_type(func) if isinstance(func, PrimFunc)
+                                       else self.function_type(func))
         for name in _callees_first(self.mod):
-            self.visit(self.mod.functions[name])
+            if not isinstance(self.mod.functions[name], PrimFunc):
+                self.visit(self.mod.functions[name])
         self.finish()
 
     def run_expr(self, expr: Expr) -> None:
         for name, func in self.mod.functions.items():
+            if isinstance(func, PrimFunc):
+                self.global_types[name] = primfunc_type(func)
+                continue
             # The module's own inference (if it ran) knows the unannotated parts of the signature.
             known = func.checked_type
             self.global_types[name] = known if isinstance(known, FuncType) else self.function_type(func)
@@ -417,6 +424,9 @@ def _callees_first(mod: IRModule) -> list[str]:
     refs: dict[str, list[str]] = {}
     for name, func in mod.functions.items():
         seen: list[str] = []
+        if isinstance(func, PrimFunc):  # TIR: checked by `tir_verify`, calls no Relay global
+            refs[name] = seen
+            continue
         for node in post_order(func):
             if isinstance(node, GlobalVar) and node.name_hint in mod.functions and node.name_hint not in seen:
                 seen.append(node.name_hint)

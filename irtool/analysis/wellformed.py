@@ -19,8 +19,10 @@ from irtool.ir.adt import Constructor, Pattern, PatternConstructor, PatternTuple
 from irtool.ir.expr import Expr, Function, GlobalVar, Let, Match, Var
 from irtool.ir.module import IRModule
 from irtool.ir.span import Span
+from irtool.ir.tir import PrimFunc
 from irtool.ir.visitor import post_order
 from irtool.syntax.diagnostics import DiagnosticError
+from irtool.analysis.tir_verify import verify_primfunc
 
 
 def check_well_formed(prog: IRModule | Expr, mod: IRModule | None = None) -> None:
@@ -31,7 +33,10 @@ def check_well_formed(prog: IRModule | Expr, mod: IRModule | None = None) -> Non
     if isinstance(prog, IRModule):
         checker = _Checker(prog, allow_free=False)
         for name, func in prog.functions.items():
-            checker.check(func, f"@{name}", prog.def_spans.get(name))
+            if isinstance(func, PrimFunc):
+                verify_primfunc(func, name)
+            else:
+                checker.check(func, f"@{name}", prog.def_spans.get(name))
     else:
         _Checker(mod or IRModule(), allow_free=True).check(prog, "the expression", prog.span)
 

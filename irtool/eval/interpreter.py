@@ -25,6 +25,10 @@ from irtool.ir.types import IncompleteType, TensorType, TupleType, Type, type_to
 from irtool.ir.visitor import free_vars
 from irtool.ops.registry import OpDef, get_op
 from irtool.syntax.diagnostics import DiagnosticError
+from irtool.eval.tir_interp import CompiledPrimFunc, array_shape, compile_primfunc
+from irtool.eval.tir_interp import numpy_dtype as tir_numpy_dtype
+from irtool.ir.tir import PrimFunc
+from irtool.lower.signature import num_outputs
 from irtool.eval.values import ADTValue, Closure, RefValue, Value, describe, flatten_value, numpy_dtype
 
 __all__ = ["Interpreter", "bind_arguments", "evaluate", "flatten_value", "param_type", "run_function",
@@ -39,6 +43,26 @@ Frame = dict[int, Value]
 _MISSING = object()
 
 
+class PrimFuncValue:
+    """A TIR `primfn` as a function value: `call_lowered` calls it with the input tensors; it
+    allocates the outputs (its last `num_outputs` buffers) and runs the TIR interpreter."""
+
+    __slots__ = ("func", "name", "kernel")
+
+    def __init__(self, func: PrimFunc, name: str) -> None:
+        self.func = func
+        self.name = name
+        self.kernel: CompiledPrimFunc | None = None
+
+    def __call__(self, *args: Value) -> Value:
+        if self.kernel is None:
+            self.kernel = compile_primfunc(self.func, self.name)
+        k = num_outputs(self.func)
+        outs = [np.zeros(array_shape(b), tir_numpy_dtype(b.dtype)) for b in self.func.params[len(self.func.params) - k:]]
+        self.kernel([np.array(a) for a in args] + outs)  # copies: a kernel never sees the caller's arrays
+        return outs[0] if k == 1 else tuple(outs)
+
+
 class Interpreter:
     """Evaluates expressions of one module; reusable across many evaluations (fold-constant does)."""
 
@@ -46,7 +70,7 @@ class Interpreter:
         self.mod = mod if mod is not None else IRModule()
         # Pending calls cost about 1 kB each; past this depth the program almost surely loops.
         self.max_call_depth = max_call_depth
-        self._globals: dict[str, Closure] = {}
+        self._globals: dict[str, Closure | PrimFuncValue] = {}
         # Per-node caches keyed by id(); each entry keeps its node so a recycled id cannot match.
         self._captures: dict[int, tuple[Function, tuple[Var, ...]]] = {}
         self._attrs: dict[int, tuple[Call, dict[str, object]]] = {}
@@ -60,13 +84,16 @@ class Interpreter:
         frame: Frame = {id(var): value for var, value in (bindings or {}).items()}
         return self._run(expr, frame)
 
-    def global_function(self, name: str, span: Span | None = None) -> Closure:
+    def global_function(self, name: str, span: Span | None = None) -> Closure | PrimFuncValue:
         closure = self._globals.get(name)
         if closure is None:
             func = self.mod.functions.get(name)
             if func is None:
                 raise DiagnosticError(f"undefined global function @{name}", span)
-            closure = self._globals[name] = Closure(func, {}, self.apply)
+            if isinstance(func, PrimFunc):
+                closure = self._globals[name] = PrimFuncValue(func, name)
+            else:
+                closure = self._globals[name] = Closure(func, {}, self.apply)
         return closure
 
     def apply(self, callee: Value, args: Sequence[Value]) -> Value:

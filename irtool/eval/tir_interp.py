@@ -8,7 +8,7 @@ tree walk and no Python recursion. Semantics, which docs/tir.md restates:
   float32 arithmetic rounds to float32 after every operation, and integers wrap;
 - `/` on integers truncates toward zero (TVM's `Div`); `floordiv` / `floormod` round toward
   negative infinity; an integer division by zero is an error; float division follows IEEE;
-- `select` evaluates both sides; loops of every kind run serially in order;
+- `select` evaluates both sides, `if_then_else` only the chosen one; loops of every kind run serially in order;
 - an out-of-bounds index is an error (located at the load or store), never a wrap-around;
 - `allocate`d float buffers start as NaN and integer ones as 0, so reads of unwritten scratch
   memory show up in results;
@@ -28,7 +28,7 @@ import numpy as np
 from irtool.analysis.tir_verify import verify_primfunc
 from irtool.ir.span import Span
 from irtool.ir.tir import (Allocate, AssertStmt, BinaryOp, Broadcast, Buffer, BufferLoad, BufferStore, Call,
-                           Cast, Evaluate, FloatImm, For, IfThenElse, IntImm, LetStmt, Not, PrimExpr, PrimFunc,
+                           Cast, Evaluate, FloatImm, For, IfExpr, IfThenElse, IntImm, LetStmt, Not, PrimExpr, PrimFunc,
                            Ramp, Select, SeqStmt, Stmt, Var, children, element_of, is_float, is_int, lanes_of)
 from irtool.syntax.diagnostics import DiagnosticError
 
@@ -76,7 +76,7 @@ def numpy_dtype(dtype: str) -> np.dtype:
     try:
         return np.dtype(element_of(dtype))
     except TypeError:
-        raise ValueError(f"the interpreter has no numpy type for {dtype}") from None
+        raise ValueError(f"the TIR interpreter has no numpy type for {dtype}") from None
 
 
 def array_shape(buf: Buffer) -> tuple[int, ...]:
@@ -91,7 +91,10 @@ class CompiledPrimFunc:
     def __init__(self, func: PrimFunc, name: str = "") -> None:
         verify_primfunc(func, name)
         self.func = func
-        self.source, namespace = _Translator(func).translate()
+        try:
+            self.source, namespace = _Translator(func).translate()
+        except ValueError as exc:   # a dtype numpy lacks (bfloat16)
+            raise DiagnosticError(str(exc), func.span) from None
         try:
             code = compile(self.source, f"<primfn @{name}>", "exec")
         except (SyntaxError, RecursionError, MemoryError):
@@ -135,6 +138,8 @@ class _Translator:
         self.spans: list[tuple[Span | None, str]] = []
         self.lines: list[str] = []
         self.temps = 0
+        # Loop variables with literal bounds: id -> (begin, end), to skip provably redundant checks.
+        self.loop_ranges: dict[int, tuple[int, int]] = {}
         self.namespace: dict[str, object] = {
             "np": np, "_fail": self.fail, "_floordiv": _floordiv, "_floormod": _floormod, "_truncdiv": _truncdiv,
             "_oob": self.out_of_bounds, "_vcheck": _vector_check,
@@ -179,44 +184,45 @@ class _Translator:
         while stack:
             stmt, depth = stack.pop()
             pad = "    " * depth
-            if type(stmt) is str:
+            if isinstance(stmt, str):
                 self.lines.append(pad + stmt)
                 continue
-            t = type(stmt)
-            if t is SeqStmt:
-                stack.extend((s, depth) for s in reversed(stmt.stmts))  # type: ignore[attr-defined]
-            elif t is For:
-                begin = self.expr(stmt.begin, pad)  # type: ignore[attr-defined]
-                end = self.expr(stmt.end, pad)  # type: ignore[attr-defined]
-                dtype = self.const(numpy_dtype(stmt.var.dtype))  # type: ignore[attr-defined]
-                var = self.name(stmt.var, "v")  # type: ignore[attr-defined]
+            if isinstance(stmt, SeqStmt):
+                stack.extend((s, depth) for s in reversed(stmt.stmts))
+            elif isinstance(stmt, For):
+                begin = self.expr(stmt.begin, pad)
+                end = self.expr(stmt.end, pad)
+                dtype = self.const(numpy_dtype(stmt.var.dtype))
+                var = self.name(stmt.var, "v")
+                if type(stmt.begin) is IntImm and type(stmt.end) is IntImm:
+                    self.loop_ranges[id(stmt.var)] = (stmt.begin.value, stmt.end.value)
                 self.lines += [f"{pad}for {var} in np.arange({begin}, {end}, dtype={dtype}):", f"{pad}    pass"]
-                stack.append((stmt.body, depth + 1))  # type: ignore[attr-defined]
-            elif t is LetStmt:
-                value = self.expr(stmt.value, pad)  # type: ignore[attr-defined]
-                self.lines.append(f"{pad}{self.name(stmt.var, 'v')} = {value}")  # type: ignore[attr-defined]
-                stack.append((stmt.body, depth))  # type: ignore[attr-defined]
-            elif t is Allocate:
-                buf = stmt.buffer  # type: ignore[attr-defined]
+                stack.append((stmt.body, depth + 1))
+            elif isinstance(stmt, LetStmt):
+                value = self.expr(stmt.value, pad)
+                self.lines.append(f"{pad}{self.name(stmt.var, 'v')} = {value}")
+                stack.append((stmt.body, depth))
+            elif isinstance(stmt, Allocate):
+                buf = stmt.buffer
                 fill = "np.nan" if is_float(buf.dtype) else "0"
                 dtype = self.const(numpy_dtype(buf.dtype))
                 self.lines.append(f"{pad}{self.name(buf, 'b')} = np.full({array_shape(buf)}, {fill}, dtype={dtype})")
-                stack.append((stmt.body, depth))  # type: ignore[attr-defined]
-            elif t is BufferStore:
-                index = self.index(stmt.buffer, stmt.indices, stmt.span, pad)  # type: ignore[attr-defined]
-                value = self.expr(stmt.value, pad)  # type: ignore[attr-defined]
-                self.lines.append(f"{pad}{self.name(stmt.buffer, 'b')}[{index}] = {value}")  # type: ignore[attr-defined]
-            elif t is IfThenElse:
-                cond = self.expr(stmt.cond, pad)  # type: ignore[attr-defined]
+                stack.append((stmt.body, depth))
+            elif isinstance(stmt, BufferStore):
+                index = self.index(stmt.buffer, stmt.indices, stmt.span, pad)
+                value = self.expr(stmt.value, pad)
+                self.lines.append(f"{pad}{self.name(stmt.buffer, 'b')}[{index}] = {value}")
+            elif isinstance(stmt, IfThenElse):
+                cond = self.expr(stmt.cond, pad)
                 self.lines += [f"{pad}if {cond}:", f"{pad}    pass"]
-                if stmt.else_body is not None:  # type: ignore[attr-defined]
-                    stack += [(stmt.else_body, depth + 1), ("pass", depth + 1), ("else:", depth)]  # type: ignore[attr-defined]
-                stack.append((stmt.then_body, depth + 1))  # type: ignore[attr-defined]
-            elif t is Evaluate:
-                self.expr(stmt.value, pad)  # type: ignore[attr-defined]
-            elif t is AssertStmt:
-                cond = self.expr(stmt.cond, pad)  # type: ignore[attr-defined]
-                k = self.site(stmt.span, stmt.message)  # type: ignore[attr-defined]
+                if stmt.else_body is not None:
+                    stack += [(stmt.else_body, depth + 1), ("pass", depth + 1), ("else:", depth)]
+                stack.append((stmt.then_body, depth + 1))
+            elif isinstance(stmt, Evaluate):
+                self.expr(stmt.value, pad)
+            elif isinstance(stmt, AssertStmt):
+                cond = self.expr(stmt.cond, pad)
+                k = self.site(stmt.span, stmt.message)
                 self.lines.append(f"{pad}if not {cond}: raise _fail({k})")
             else:
                 raise TypeError(f"not a TIR statement: {stmt!r}")
@@ -226,13 +232,22 @@ class _Translator:
         names = []
         for dim, (index, extent) in enumerate(zip(indices, buf.shape)):
             value = self.expr(index, pad)
+            names.append(value)
+            known = self.known_range(index)
+            if known is not None and 0 <= known[0] and known[1] <= extent:
+                continue   # a loop variable or literal that is in bounds on every iteration
             k = self.site(span, f"dimension {dim} of `%{buf.name}` (extent {extent})")
             if lanes_of(index.dtype) == 1:
                 self.lines.append(f"{pad}if not 0 <= {value} < {extent}: raise _oob({k}, {value})")
             else:
                 self.lines.append(f"{pad}_vcheck({value}, {extent}, _oob, {k})")
-            names.append(value)
         return ", ".join(names) if names else "()"
+
+    def known_range(self, index: PrimExpr) -> tuple[int, int] | None:
+        """[low, high) that a scalar index surely lies in, when that is evident."""
+        if type(index) is IntImm:
+            return index.value, index.value + 1
+        return self.loop_ranges.get(id(index))
 
     # -- expressions: post-order, one temporary per operator
     def expr(self, root: PrimExpr, pad: str) -> str:
@@ -241,12 +256,15 @@ class _Translator:
         while todo:
             node, ready = todo.pop()
             kids = children(node)
-            if not ready and kids and type(node) is not BufferLoad:
+            if not ready and kids and not isinstance(node, (BufferLoad, IfExpr)):
                 todo.append((node, True))
                 todo.extend((kid, False) for kid in reversed(kids))
                 continue
-            if type(node) is BufferLoad:
-                results.append(self.load(node, pad))  # type: ignore[arg-type]
+            if isinstance(node, BufferLoad):
+                results.append(self.load(node, pad))
+                continue
+            if isinstance(node, IfExpr):
+                results.append(self.lazy_select(node, pad))
                 continue
             args = results[len(results) - len(kids):] if kids else []
             if kids:
@@ -260,6 +278,18 @@ class _Translator:
             results.append(text)
         return results[0]
 
+    def lazy_select(self, node: IfExpr, pad: str) -> str:
+        """`if_then_else`: each side's operations are emitted inside its own branch."""
+        cond = self.expr(node.cond, pad)
+        temp = f"t{self.temps}"
+        self.temps += 1
+        self.lines.append(f"{pad}if {cond}:")
+        value = self.expr(node.true_value, pad + "    ")
+        self.lines += [f"{pad}    {temp} = {value}", f"{pad}else:"]
+        value = self.expr(node.false_value, pad + "    ")
+        self.lines.append(f"{pad}    {temp} = {value}")
+        return temp
+
     def load(self, node: BufferLoad, pad: str) -> str:
         index = self.index(node.buffer, node.indices, node.span, pad)
         temp = f"t{self.temps}"
@@ -269,15 +299,14 @@ class _Translator:
         return temp
 
     def operation(self, node: PrimExpr, args: list[str]) -> str:
-        t = type(node)
-        if t is Var:
-            return self.name(node, "v")  # type: ignore[arg-type]
-        if t is IntImm:
-            return self.const(numpy_dtype(node.dtype).type(node.value))  # type: ignore[attr-defined]
-        if t is FloatImm:
-            return self.const(numpy_dtype(node.dtype).type(node.value))  # type: ignore[attr-defined]
-        if t is BinaryOp:
-            op = node.op  # type: ignore[attr-defined]
+        if isinstance(node, Var):
+            return self.name(node, "v")
+        if isinstance(node, IntImm):
+            return self.const(numpy_dtype(node.dtype).type(node.value))
+        if isinstance(node, FloatImm):
+            return self.const(numpy_dtype(node.dtype).type(node.value))
+        if isinstance(node, BinaryOp):
+            op = node.op
             if op == "div":
                 if is_int(node.dtype):
                     return f"_truncdiv({args[0]}, {args[1]}, _fail, {self.site(node.span, 'integer division by zero')})"
@@ -287,21 +316,21 @@ class _Translator:
             if op in ("floordiv", "floormod"):
                 return f"{_FUNCS[op]}({args[0]}, {args[1]}, _fail, {self.site(node.span, 'integer division by zero')})"
             return f"{_FUNCS[op]}({args[0]}, {args[1]})"
-        if t is Not:
+        if isinstance(node, Not):
             return f"np.logical_not({args[0]})"
-        if t is Select:
+        if isinstance(node, Select):
             if lanes_of(node.dtype) == 1:
                 return f"({args[1]} if {args[0]} else {args[2]})"
             return f"np.where({args[0]}, {args[1]}, {args[2]})"
-        if t is Cast:
+        if isinstance(node, Cast):
             return f"{args[0]}.astype({self.const(numpy_dtype(node.dtype))})"
-        if t is Ramp:
-            lanes = node.lanes  # type: ignore[attr-defined]
+        if isinstance(node, Ramp):
+            lanes = node.lanes
             return f"{args[0]} + {args[1]} * np.arange({lanes}, dtype={self.const(numpy_dtype(node.dtype))})"
-        if t is Broadcast:
-            return f"np.full({node.lanes}, {args[0]})"  # type: ignore[attr-defined]
-        if t is Call:
-            return f"_i_{node.name}({', '.join(args)})"  # type: ignore[attr-defined]
+        if isinstance(node, Broadcast):
+            return f"np.full({node.lanes}, {args[0]})"
+        if isinstance(node, Call):
+            return f"_i_{node.name}({', '.join(args)})"
         raise TypeError(f"not a TIR expression: {node!r}")
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from irtool.ir.expr import EMPTY_ATTRS, Attrs
 from irtool.ir.span import Span
-from irtool.ir.types import dtype_bits
+from irtool.ir.types import dtype_bits, parse_dtype
 
 # Binary operators: infix ones print with their symbol, the rest as calls `floordiv(a, b)`.
 ARITH_OPS = ("add", "sub", "mul", "div", "floordiv", "floormod", "min", "max")
@@ -33,6 +33,21 @@ INTRINSICS = {"exp": 1, "exp2": 1, "log": 1, "log2": 1, "log10": 1, "sqrt": 1, "
 _NUMPY_FLOATS = ("float16", "float32", "float64")
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
 SCOPES = ("global", "local")
+
+
+_WIDTHS = {"int": (8, 16, 32, 64), "uint": (8, 16, 32, 64), "float": (16, 32, 64), "bfloat": (16,), "bool": (1,)}
+
+
+def tir_dtype(name: str) -> str | None:
+    """The canonical dtype a TIR type name denotes (`int` is int32, `float32x16` a vector), or None
+    for a name that is not a dtype with a machine type (`float33`)."""
+    dtype = parse_dtype(name)
+    if dtype is None:
+        return None
+    base = dtype.rstrip("0123456789x")
+    base = "bool" if base.startswith("bool") else base
+    bits, lanes = dtype_bits(dtype)
+    return dtype if bits in _WIDTHS.get(base, ()) and lanes >= 1 else None
 
 
 def lanes_of(dtype: str) -> int:
@@ -166,6 +181,20 @@ class Not(PrimExpr):
 
 class Select(PrimExpr):
     """`select(c, t, f)`: both sides are evaluated (a data choice, not control flow), as in TVM."""
+
+    __slots__ = ("cond", "true_value", "false_value")
+
+    def __init__(self, cond: PrimExpr, true_value: PrimExpr, false_value: PrimExpr,
+                 span: Span | None = None) -> None:
+        self.cond = cond
+        self.true_value = true_value
+        self.false_value = false_value
+        self.dtype = true_value.dtype
+        self.span = span
+
+
+class IfExpr(PrimExpr):
+    """`if_then_else(c, t, f)`: evaluates only the chosen side (guards loads, e.g. for padding)."""
 
     __slots__ = ("cond", "true_value", "false_value")
 
@@ -364,38 +393,37 @@ Node = Union[PrimExpr, Stmt]
 
 def children(node: Node) -> tuple[Node, ...]:
     """The sub-expressions and sub-statements of a node, in text order (for generic walks)."""
-    t = type(node)
-    if t is BinaryOp:
-        return (node.a, node.b)  # type: ignore[union-attr]
-    if t in (Var, IntImm, FloatImm):
+    if isinstance(node, BinaryOp):
+        return (node.a, node.b)
+    if isinstance(node, (Var, IntImm, FloatImm)):
         return ()
-    if t is BufferLoad:
-        return node.indices  # type: ignore[union-attr]
-    if t is Cast or t is Broadcast:
-        return (node.value,)  # type: ignore[union-attr]
-    if t is Not:
-        return (node.a,)  # type: ignore[union-attr]
-    if t is Select:
-        return (node.cond, node.true_value, node.false_value)  # type: ignore[union-attr]
-    if t is Ramp:
-        return (node.base, node.stride)  # type: ignore[union-attr]
-    if t is Call:
-        return node.args  # type: ignore[union-attr]
-    if t is For:
-        return (node.var, node.begin, node.end, node.body)  # type: ignore[union-attr]
-    if t is BufferStore:
-        return (*node.indices, node.value)  # type: ignore[union-attr]
-    if t is Allocate:
-        return (node.body,)  # type: ignore[union-attr]
-    if t is LetStmt:
-        return (node.var, node.value, node.body)  # type: ignore[union-attr]
-    if t is IfThenElse:
-        rest = () if node.else_body is None else (node.else_body,)  # type: ignore[union-attr]
-        return (node.cond, node.then_body, *rest)  # type: ignore[union-attr]
-    if t is SeqStmt:
-        return node.stmts  # type: ignore[union-attr]
-    if t is Evaluate:
-        return (node.value,)  # type: ignore[union-attr]
-    if t is AssertStmt:
-        return (node.cond,)  # type: ignore[union-attr]
+    if isinstance(node, BufferLoad):
+        return node.indices
+    if isinstance(node, (Cast, Broadcast)):
+        return (node.value,)
+    if isinstance(node, Not):
+        return (node.a,)
+    if isinstance(node, (Select, IfExpr)):
+        return (node.cond, node.true_value, node.false_value)
+    if isinstance(node, Ramp):
+        return (node.base, node.stride)
+    if isinstance(node, Call):
+        return node.args
+    if isinstance(node, For):
+        return (node.var, node.begin, node.end, node.body)
+    if isinstance(node, BufferStore):
+        return (*node.indices, node.value)
+    if isinstance(node, Allocate):
+        return (node.body,)
+    if isinstance(node, LetStmt):
+        return (node.var, node.value, node.body)
+    if isinstance(node, IfThenElse):
+        rest = () if node.else_body is None else (node.else_body,)
+        return (node.cond, node.then_body, *rest)
+    if isinstance(node, SeqStmt):
+        return node.stmts
+    if isinstance(node, Evaluate):
+        return (node.value,)
+    if isinstance(node, AssertStmt):
+        return (node.cond,)
     raise TypeError(f"not a TIR node: {node!r}")

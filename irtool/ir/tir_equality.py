@@ -43,37 +43,35 @@ def canonical_form(func: PrimFunc) -> tuple[object, ...]:
     stack: list[Node] = [func.body]
     while stack:
         node = stack.pop()
-        t = type(node)
-        if t is Var:
-            binder(node)  # type: ignore[arg-type]
+        if isinstance(node, Var):
+            binder(node)
             continue
-        if t is IntImm:
-            out.append(("int", node.value, node.dtype))  # type: ignore[attr-defined]
+        if isinstance(node, IntImm):
+            out.append(("int", node.value, node.dtype))
             continue
-        if t is FloatImm:
-            out.append(("float", node.value.hex(), node.dtype))  # type: ignore[attr-defined]
+        if isinstance(node, FloatImm):
+            out.append(("float", node.value.hex(), node.dtype))
             continue
         kids = children(node)
-        out.append((t.__name__, len(kids), _own_fields(node)))
-        if t is BufferLoad or t is BufferStore or t is Allocate:
-            binder(node.buffer)  # type: ignore[attr-defined]
+        out.append((type(node).__name__, len(kids), _own_fields(node)))
+        if isinstance(node, (BufferLoad, BufferStore, Allocate)):
+            binder(node.buffer)
         stack.extend(reversed(kids))
     return tuple(out)
 
 
 def _own_fields(node: Node) -> object:
     """The non-child fields that make two nodes of one class differ."""
-    t = type(node)
-    if t is BinaryOp:
-        return node.op  # type: ignore[attr-defined]
-    if t is Cast:
-        return node.dtype  # type: ignore[attr-defined]
-    if t is Ramp or t is Broadcast:
-        return node.lanes  # type: ignore[attr-defined]
-    if t is Call:
-        return node.name  # type: ignore[attr-defined]
-    if t is For:
-        return node.kind  # type: ignore[attr-defined]
-    if t is AssertStmt:
-        return node.message  # type: ignore[attr-defined]
+    if isinstance(node, BinaryOp):
+        return node.op
+    if isinstance(node, Cast):
+        return node.dtype
+    if isinstance(node, (Ramp, Broadcast)):
+        return node.lanes
+    if isinstance(node, Call):
+        return node.name
+    if isinstance(node, For):
+        return node.kind
+    if isinstance(node, AssertStmt):
+        return node.message
     return None

@@ -6,6 +6,10 @@ a `%N = ...;` line (N counts across the whole print); the final expression of a 
 `let` value used once print in place. Output is deterministic and re-parses to a structurally
 equal program, so `print(parse(print(m))) == print(m)`.
 
+A hoisted node is written where it is first printed, as TVM does; the parser's `%N` table is
+global to the file, so later uses anywhere see it. The memo of hoisted nodes is per definition: a
+node shared by two definitions prints in each (names and `%N` numbers stay unique per file).
+
 Everything walks with explicit stacks: 200,000-deep let chains and graph chains print under the
 default recursion limit. Text is built as nested entry lists (a `str` is a line, a `list` is a
 block indented two more spaces) and flattened once at the end, so nesting costs no re-indenting.
@@ -432,12 +436,13 @@ class _Printer:
         memo_get = memo.get
         atom = self.atom
         atoms = _ATOMS
-        saved = (dict(memo), dict(self.names), len(self.constants), self.counter)
+        # The memo holds just the parameters here; names are untouched (a free variable bails out).
+        saved = (dict(memo), len(self.constants), self.counter)
         counter = self.counter
         lines: Entries = []
         append = lines.append
         mark = _MARK
-        if type(root) in atoms:
+        if type(root) in atoms and (type(root) is not Var or id(root) in memo):
             return [memo_get(id(root)) or atom(root)]
         stack: list[Expr | object] = [root]
         push = stack.append
@@ -453,20 +458,20 @@ class _Printer:
                 if t is Call:
                     kids = node.args  # type: ignore[union-attr]
                     op = node.op  # type: ignore[union-attr]
-                    if type(op) not in atoms:
+                    if type(op) not in atoms or type(op) is Var:
                         kids = (*kids, op)  # the callee prints after the arguments, as TVM does
                 elif t is Tuple:
                     kids = node.fields  # type: ignore[union-attr]
                 elif t is TupleGetItem:
                     kids = (node.tuple_value,)  # type: ignore[union-attr]
-                elif t in atoms:
+                elif t in atoms and t is not Var:
                     continue
-                else:
+                else:  # a scope, or a variable free in its definition
                     self.restore(saved)
                     return None
                 pending = None
                 for kid in kids:
-                    if type(kid) not in atoms and id(kid) not in memo:
+                    if id(kid) not in memo and (type(kid) not in atoms or type(kid) is Var):
                         if pending is None:
                             pending = [kid]
                         else:
@@ -496,10 +501,9 @@ class _Printer:
         return lines
 
     def restore(self, saved: tuple) -> None:
-        memo, names, n_constants, counter = saved
+        memo, n_constants, counter = saved
         self.memo.clear()
         self.memo.update(memo)
-        self.names = names
         self.counter = counter
         del self.constants[n_constants:]
         self.constant_index = {k: i for k, i in self.constant_index.items() if i < n_constants}

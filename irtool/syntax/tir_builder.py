@@ -13,18 +13,17 @@ from typing import Any, Callable
 
 import numpy as np
 
-from irtool.ir.expr import EMPTY_ATTRS, Attrs
+from irtool.ir.expr import Attrs
 from irtool.ir.span import Span
-from irtool.ir.tir import (INTRINSICS, LOOP_KINDS, SCOPES, SYMBOL_OPS, AssertStmt, BinaryOp, Broadcast, Buffer,
-                           BufferLoad, BufferStore, Call, Cast, Evaluate, FloatImm, For, IfThenElse, IntImm,
-                           LetStmt, Not, PrimExpr, PrimFunc, Ramp, Select, Stmt, Allocate, Var, is_float, is_int,
-                           lanes_of, seq)
-from irtool.ir.types import parse_dtype
+from irtool.ir.tir import (INTRINSICS, LOOP_KINDS, SCOPES, SYMBOL_OPS, Allocate, AssertStmt, BinaryOp, Broadcast,
+                           Buffer, BufferLoad, BufferStore, Call, Cast, Evaluate, FloatImm, For, IfExpr, IfThenElse,
+                           IntImm, LetStmt, Not, PrimExpr, PrimFunc, Ramp, Select, Stmt, Var, is_float, is_int,
+                           lanes_of, seq, tir_dtype)
 from irtool.syntax.diagnostics import Diagnostic, DiagnosticError, suggest
 from irtool.syntax.lexer import SourceText, Token
 
 _BINARY_CALLS = ("floordiv", "floormod", "min", "max", "and", "or")
-_BUILTINS = (*_BINARY_CALLS, "not", "select", "ramp", "broadcast", *INTRINSICS)
+_BUILTINS = (*_BINARY_CALLS, "not", "select", "if_then_else", "ramp", "broadcast", *INTRINSICS)
 _KIND_NAMES = {"range": "serial", **{kind: kind for kind in LOOP_KINDS if kind != "serial"}}
 _BUFFER_OPTIONS = ("strides", "align", "scope")
 
@@ -127,7 +126,7 @@ class TirActions:
     def tir_buffer_spec(self, shape: list[Any], token: Token, attrs: Any, start: int, end: int) -> _BufferSpec:
         if not all(type(d) is int for d in shape):
             raise self.src.error("a buffer shape holds integers only", start, end)
-        dtype = parse_dtype(token[1])
+        dtype = tir_dtype(token[1])
         if dtype is None:
             raise self.src.error(f"unknown dtype `{token[1]}`", token[2], token[3])
         options = {} if attrs is None else attrs.values
@@ -212,7 +211,7 @@ class TirActions:
         token, type_token, value = ch
         dtype = value.dtype
         if type_token is not None:
-            dtype = parse_dtype(type_token[1])
+            dtype = tir_dtype(type_token[1])
             if dtype is None:
                 raise self.src.error(f"unknown dtype `{type_token[1]}`", type_token[2], type_token[3])
         var = Var(token[1][1:], dtype, self.span(token[2], token[3]))
@@ -271,7 +270,7 @@ class TirActions:
         args = args or []
         name = token[1]
         span = self.span(start, end)
-        dtype = parse_dtype(name)
+        dtype = tir_dtype(name)
         if dtype is not None:
             self.tir_arity(token, args, 1)
             return _cast(dtype, args[0], span)
@@ -288,6 +287,9 @@ class TirActions:
         if name == "select":
             self.tir_arity(token, args, 3)
             return Select(args[0], args[1], args[2], span)
+        if name == "if_then_else":
+            self.tir_arity(token, args, 3)
+            return IfExpr(args[0], args[1], args[2], span)
         if name == "ramp":
             self.tir_arity(token, args, 3)
             return Ramp(args[0], args[1], self.tir_lanes(args[2]), span)
@@ -321,3 +323,15 @@ def _cast(dtype: str, value: PrimExpr, span: Span) -> PrimExpr:
 def _int_fits(value: int, dtype: str) -> bool:
     info = np.iinfo(dtype)
     return int(info.min) <= value <= int(info.max)
+
+
+def parse_primfunc(text: str, source_name: str = "<string>") -> PrimFunc:
+    """The one `primfn` of a module text (for tests and tools that handle a single kernel)."""
+    from irtool.syntax.parser import parse_module   # the parser mixes these actions in
+
+    mod = parse_module(text, source_name)
+    funcs = [f for f in mod.functions.values() if isinstance(f, PrimFunc)]
+    if len(funcs) != 1 or len(mod.functions) != 1:
+        raise DiagnosticError(f"expected exactly one `primfn` definition, found {len(mod.functions)} definition(s)",
+                              SourceText(text, source_name).span(0, min(1, len(text))))
+    return funcs[0]

@@ -14,7 +14,7 @@ import re
 import numpy as np
 
 from irtool.ir.tir import (INFIX_SYMBOLS, Allocate, AssertStmt, BinaryOp, Broadcast, Buffer, BufferLoad,
-                           BufferStore, Call, Cast, Evaluate, FloatImm, For, IfThenElse, IntImm, LetStmt, Not,
+                           BufferStore, Call, Cast, Evaluate, FloatImm, For, IfExpr, IfThenElse, IntImm, LetStmt, Not,
                            PrimExpr, PrimFunc, Ramp, Select, SeqStmt, Stmt, Var, children)
 from irtool.syntax.diagnostics import DiagnosticError
 from irtool.syntax.printer import Entries, _flatten, float_text, format_attr_value, format_attrs
@@ -90,38 +90,37 @@ class _TirPrinter:
                 inner: Entries = []
                 target.extend(["{", inner, "}"])
                 target = inner
-            t = type(stmt)
-            if t is SeqStmt:
-                items = stmt.stmts  # type: ignore[attr-defined]
+            if isinstance(stmt, SeqStmt):
+                items = stmt.stmts
                 last = len(items) - 1
                 stack.extend((items[i], target, type(items[i]) is LetStmt and i < last) for i in range(last, -1, -1))
-            elif t is LetStmt:
-                target.append(f"let {self.name(stmt.var)}: {stmt.var.dtype} = {self.expr(stmt.value)};")  # type: ignore[attr-defined]
-                stack.append((stmt.body, target, False))  # type: ignore[attr-defined]
-            elif t is For:
+            elif isinstance(stmt, LetStmt):
+                target.append(f"let {self.name(stmt.var)}: {stmt.var.dtype} = {self.expr(stmt.value)};")
+                stack.append((stmt.body, target, False))
+            elif isinstance(stmt, For):
                 body: Entries = []
-                target.extend([f"for {self.name(stmt.var)} in {_KIND_TEXT[stmt.kind]}({self.expr(stmt.begin)}, "  # type: ignore[attr-defined]
-                               f"{self.expr(stmt.end)}) {{", body, "}"])  # type: ignore[attr-defined]
-                stack.append((stmt.body, body, False))  # type: ignore[attr-defined]
-            elif t is Allocate:
+                target.extend([f"for {self.name(stmt.var)} in {_KIND_TEXT[stmt.kind]}({self.expr(stmt.begin)}, "
+                               f"{self.expr(stmt.end)}) {{", body, "}"])
+                stack.append((stmt.body, body, False))
+            elif isinstance(stmt, Allocate):
                 body = []
-                target.extend([f"allocate {self.buffer_decl(stmt.buffer)} {{", body, "}"])  # type: ignore[attr-defined]
-                stack.append((stmt.body, body, False))  # type: ignore[attr-defined]
-            elif t is IfThenElse:
+                target.extend([f"allocate {self.buffer_decl(stmt.buffer)} {{", body, "}"])
+                stack.append((stmt.body, body, False))
+            elif isinstance(stmt, IfThenElse):
                 then_body: Entries = []
-                target.extend([f"if ({self.expr(stmt.cond)}) {{", then_body])  # type: ignore[attr-defined]
-                if stmt.else_body is not None:  # type: ignore[attr-defined]
+                target.extend([f"if ({self.expr(stmt.cond)}) {{", then_body])
+                if stmt.else_body is not None:
                     else_body: Entries = []
                     target.extend(["} else {", else_body])
-                    stack.append((stmt.else_body, else_body, False))  # type: ignore[attr-defined]
+                    stack.append((stmt.else_body, else_body, False))
                 target.append("}")
-                stack.append((stmt.then_body, then_body, False))  # type: ignore[attr-defined]
-            elif t is BufferStore:
-                target.append(f"{self.access(stmt.buffer, stmt.indices)} = {self.expr(stmt.value)};")  # type: ignore[attr-defined]
-            elif t is Evaluate:
-                target.append(f"evaluate({self.expr(stmt.value)});")  # type: ignore[attr-defined]
-            elif t is AssertStmt:
-                target.append(f"assert({self.expr(stmt.cond)}, {format_attr_value(stmt.message)});")  # type: ignore[attr-defined]
+                stack.append((stmt.then_body, then_body, False))
+            elif isinstance(stmt, BufferStore):
+                target.append(f"{self.access(stmt.buffer, stmt.indices)} = {self.expr(stmt.value)};")
+            elif isinstance(stmt, Evaluate):
+                target.append(f"evaluate({self.expr(stmt.value)});")
+            elif isinstance(stmt, AssertStmt):
+                target.append(f"assert({self.expr(stmt.cond)}, {format_attr_value(stmt.message)});")
             else:
                 raise TypeError(f"not a TIR statement: {stmt!r}")
 
@@ -146,16 +145,15 @@ class _TirPrinter:
         return results[0][0]
 
     def combine(self, node: PrimExpr, args: list[tuple[str, int]]) -> tuple[str, int]:
-        t = type(node)
-        if t is Var:
-            return self.name(node), _ATOM  # type: ignore[arg-type]
-        if t is IntImm:
-            return _int_text(node), _ATOM  # type: ignore[arg-type]
-        if t is FloatImm:
-            return _float_text(node), _ATOM  # type: ignore[arg-type]
+        if isinstance(node, Var):
+            return self.name(node), _ATOM
+        if isinstance(node, IntImm):
+            return _int_text(node), _ATOM
+        if isinstance(node, FloatImm):
+            return _float_text(node), _ATOM
         texts = [text for text, _ in args]
-        if t is BinaryOp:
-            op = node.op  # type: ignore[attr-defined]
+        if isinstance(node, BinaryOp):
+            op = node.op
             prec = _PREC.get(op)
             if prec is None:
                 return f"{op}({texts[0]}, {texts[1]})", _ATOM
@@ -163,20 +161,22 @@ class _TirPrinter:
             lhs = lhs if lp >= prec else f"({lhs})"
             rhs = rhs if rp > prec else f"({rhs})"
             return f"{lhs} {INFIX_SYMBOLS[op]} {rhs}", prec
-        if t is BufferLoad:
-            return f"{self.name(node.buffer)}[{', '.join(texts)}]", _ATOM  # type: ignore[attr-defined]
-        if t is Cast:
+        if isinstance(node, BufferLoad):
+            return f"{self.name(node.buffer)}[{', '.join(texts)}]", _ATOM
+        if isinstance(node, Cast):
             return f"{node.dtype}({texts[0]})", _ATOM
-        if t is Not:
+        if isinstance(node, Not):
             return f"not({texts[0]})", _ATOM
-        if t is Select:
+        if isinstance(node, Select):
             return f"select({', '.join(texts)})", _ATOM
-        if t is Ramp:
-            return f"ramp({texts[0]}, {texts[1]}, {node.lanes})", _ATOM  # type: ignore[attr-defined]
-        if t is Broadcast:
-            return f"broadcast({texts[0]}, {node.lanes})", _ATOM  # type: ignore[attr-defined]
-        if t is Call:
-            return f"{node.name}({', '.join(texts)})", _ATOM  # type: ignore[attr-defined]
+        if isinstance(node, IfExpr):
+            return f"if_then_else({', '.join(texts)})", _ATOM
+        if isinstance(node, Ramp):
+            return f"ramp({texts[0]}, {texts[1]}, {node.lanes})", _ATOM
+        if isinstance(node, Broadcast):
+            return f"broadcast({texts[0]}, {node.lanes})", _ATOM
+        if isinstance(node, Call):
+            return f"{node.name}({', '.join(texts)})", _ATOM
         raise TypeError(f"not a TIR expression: {node!r}")
 
 

@@ -5,7 +5,7 @@ strides/alignment options) whose body uses every statement kind (serial/parallel
 unrolled loops, stores, allocations in both scopes, lets, if with and without else, nested
 blocks, evaluate, assert) and every expression kind (literals of every dtype with a text form
 including -0 and inf, infix and call operators, comparisons and logic, select, casts, loads,
-intrinsics, ramp/broadcast vectors). Names come from a tiny pool, so shadowing and same-named
+intrinsics, ramp/broadcast vectors, select and if_then_else). Names come from a tiny pool, so shadowing and same-named
 binders are common and the printer's renaming is exercised. The functions pass the verifier;
 indices are not kept in bounds (use them for syntax and structure, not for running).
 
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from irtool.ir.expr import Attrs
 from irtool.ir.tir import (ARITH_OPS, COMPARE_OPS, INTRINSICS, LOOP_KINDS, Allocate, AssertStmt, BinaryOp,
                            Broadcast, Buffer, BufferLoad, BufferStore, Call, Cast, Evaluate, FloatImm, For,
-                           IfThenElse, IntImm, LetStmt, Not, PrimExpr, PrimFunc, Ramp, Select, Stmt, Var,
+                           IfExpr, IfThenElse, IntImm, LetStmt, Not, PrimExpr, PrimFunc, Ramp, Select, Stmt, Var,
                            element_of, is_float, is_int, lanes_of, seq, with_lanes)
 
 NAMES = ("i", "j", "x", "A", "B", "", "x_1", "1k")
@@ -104,6 +104,8 @@ class _Gen:
             return BinaryOp(draw(st.sampled_from(("and", "or"))), self.expr("bool", depth - 1),
                             self.expr("bool", depth - 1))
         if kind == "select":
+            if draw(st.booleans()):
+                return IfExpr(self.expr("bool", depth - 1), self.expr(dtype, depth - 1), self.expr(dtype, depth - 1))
             cond = with_lanes("bool", draw(st.sampled_from((1, lanes))))
             return Select(self.expr(cond, depth - 1), self.expr(dtype, depth - 1), self.expr(dtype, depth - 1))
         if kind == "cast":

@@ -306,3 +306,24 @@ def test_readme_example_parses_and_verifies(tmp_path: Path, capsys: pytest.Captu
     status, out, err = run([str(path)], capsys)
     assert status == 0, err
     assert "@block" in out and "type List" in out
+
+
+def test_pipeline_flags_run_in_command_line_order(capsys: pytest.CaptureFixture[str]) -> None:
+    sample = str(ROOT / "samples" / "inline.relay")
+    status, _, err = run([sample, "--pass", "dead-code", "-p", "inline", "--print-ir-after-all"], capsys)
+    assert status == 0, err
+    assert err.index("After dead-code") < err.index("After inline")
+    status, _, err = run([sample, "-p", "inline", "--pass=dead-code", "--print-ir-before=dead-code"], capsys)
+    assert status == 0, err
+    assert "Before dead-code" in err and "After" not in err
+
+
+def test_no_verify_skips_type_checking(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "ill_typed.relay"
+    path.write_text(GOOD.replace("Tensor[(2, 3), float32]) -> Tensor[(2, 3), float32]",
+                                 "Tensor[(2, 3), float32]) -> Tensor[(7), int8]"))
+    status, out, err = run([str(path)], capsys)
+    assert status == 1 and ERROR_LINE.match(err), err
+    status, out, err = run([str(path), "--no-verify"], capsys)
+    assert (status, err) == (0, "")
+    assert "-> Tensor[(7), int8]" in out

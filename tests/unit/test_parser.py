@@ -496,7 +496,7 @@ def test_line_offset_shifts_spans_and_source_lines() -> None:
     "\x00", "def", "type", "match (1) {", "1 +", "Tensor", "@", "%", "meta[x]", "[" * 5000 + "1",
     "fn (A=" + "[" * 100000 + "1" + "]" * 100000 + ") { () }",
     "nn.conv2d(1, 2, padding=\"same\")", "nn.conv2d(1, 2, padding=[1, 2, 3])",
-])
+], ids=lambda text: repr(text[:24]))
 def test_bad_input_is_always_a_located_diagnostic(text: str) -> None:
     error_of(text)
 

@@ -138,6 +138,20 @@ def test_let_chains_if_and_hoisting_inside_scopes() -> None:
         "}\n")
 
 
+def test_let_values_hoist_their_operands_before_the_let_line() -> None:
+    x = Var("x", F32)
+    a, b = Var("a"), Var("b")
+    shared = call("exp", x)
+    body = Let(a, call("add", shared, x), Let(b, a, call("multiply", shared, b)))
+    assert print_expr(Function([x], body)) == (
+        "fn (%x: float32) {\n"
+        "  %0 = exp(%x);\n"
+        "  let %a = add(%0, %x);\n"
+        "  let %b = %a;\n"
+        "  multiply(%0, %b)\n"
+        "}\n")
+
+
 def test_if_condition_and_tuple_fields_are_operands() -> None:
     x = Var("x", F32)
     cond = call("less", x, const(1.0, "float32"))

@@ -1,0 +1,221 @@
+"""Lowering a fused module: primitive calls become `call_lowered(@fused_..., (args))` of PrimFuncs.
+
+docs/lowering.md describes the resulting form. The Relay functions of the module are walked
+iteratively (callee function literals are lowered separately, not entered); PrimFuncs are
+deduplicated by structural hash and equality, as TVM's compile-engine cache does.
+"""
+
+from __future__ import annotations
+
+from irtool.analysis.typecheck import infer_types
+from irtool.ir.adt import Constructor
+from irtool.ir.expr import (Call, Constant, Expr, Function, GlobalVar, If, Let, Match, Op, RefCreate, RefRead,
+                            RefWrite, Tuple, TupleGetItem, Var)
+from irtool.ir.module import IRModule
+from irtool.ir.tir import PrimFunc
+from irtool.ir.tir_equality import tir_structural_equal, tir_structural_hash
+from irtool.ir.types import TensorType, TupleType
+from irtool.ir.visitor import post_order
+from irtool.lower.primitive import flatten_type, lower_primitive, type_of
+from irtool.ops.registry import get_op
+from irtool.syntax.diagnostics import DiagnosticError
+
+CALL_LOWERED = Op("call_lowered")
+MAX_NAME = 80
+# Operators that stay Relay calls in the lowered main (device placement is not a kernel).
+_KEPT_OPS = ("device_copy", "on_device")
+
+
+class ModuleLowering:
+    """Lowers the Relay functions of one module, sharing one cache of PrimFuncs."""
+
+    def __init__(self, mod: IRModule) -> None:
+        self.mod = mod
+        self.out = mod.copy()
+        self.by_hash: dict[int, list[str]] = {}
+        self.used_names: set[str] = set(mod.functions)
+
+    def run(self) -> IRModule:
+        infer_types(self.mod)
+        for name, fn in self.mod.functions.items():
+            if isinstance(fn, Function):
+                self.out.functions[name] = self.lower_function(fn)
+        return self.out
+
+    # -- PrimFunc cache -----------------------------------------------------------------------------
+    def intern(self, func: PrimFunc, op_names: list[str]) -> str:
+        """The global name of `func`, reusing an equal PrimFunc lowered before."""
+        h = tir_structural_hash(func)
+        for name in self.by_hash.get(h, []):
+            if tir_structural_equal(self.out.functions[name], func):  # type: ignore[arg-type]
+                return name
+        base = ("fused_" + "_".join(n.replace(".", "_") for n in op_names))[:MAX_NAME] if op_names else "fused_copy"
+        name, k = base, 0
+        while name in self.used_names:
+            k += 1
+            name = f"{base}_{k}"
+        self.used_names.add(name)
+        self.by_hash.setdefault(h, []).append(name)
+        self.out.functions[name] = func  # type: ignore[assignment]
+        self.out.def_spans[name] = func.span
+        return name
+
+    # -- Relay functions ----------------------------------------------------------------------------
+    def lower_function(self, fn: Function) -> Function:
+        for p in fn.params:
+            flatten_type(type_of(p), p)
+        new: dict[int, Expr] = {}
+        for node in _dataflow_order(fn.body):
+            new[id(node)] = self.rewrite(node, new)
+        body = new[id(fn.body)]
+        return Function(fn.params, body, fn.ret_type, fn.type_params, fn.attrs, fn.span)
+
+    def rewrite(self, node: Expr, new: dict[int, Expr]) -> Expr:
+        if isinstance(node, (Var, Constant)):
+            return node
+        if isinstance(node, Tuple):
+            return _typed(Tuple([new[id(f)] for f in node.fields], node.span), node)
+        if isinstance(node, TupleGetItem):
+            return _typed(TupleGetItem(new[id(node.tuple_value)], node.index, node.span), node)
+        if isinstance(node, Let):
+            return Let(node.var, new[id(node.value)], new[id(node.body)], node.span)
+        if isinstance(node, Call):
+            return self.rewrite_call(node, [new[id(a)] for a in node.args])
+        raise DiagnosticError(f"lower: {_describe(node)} cannot be lowered (only dataflow of primitive "
+                              "calls, tuples and lets can)", node.span)
+
+    def rewrite_call(self, call: Call, args: list[Expr]) -> Expr:
+        op = call.op
+        if isinstance(op, Op):
+            if op.name in _KEPT_OPS:
+                return _typed(Call(op, args, call.attrs, call.span, call.type_args), call)
+            # An operator outside any fused group lowers as a group of its own.
+            params = [Var(f"p{k}", type_of(a)) for k, a in enumerate(call.args)]
+            inner = _typed(Call(op, params, call.attrs, call.span, call.type_args), call)
+            return self.lower_primitive_call(Function(params, inner, type_of(call), span=call.span), args, call)
+        if isinstance(op, Function):
+            if not op.attrs.get("Primitive"):
+                if not any(isinstance(n, Call) and isinstance(n.op, Op) for n in post_order(op.body)):
+                    return _substitute(op, args)
+                raise DiagnosticError("lower: a call of a non-primitive function literal (a closure) cannot be "
+                                      "lowered; run fuse-ops first", call.span)
+            return self.lower_primitive_call(op, args, call)
+        if isinstance(op, GlobalVar):
+            raise DiagnosticError(f"lower: the call of Relay function @{op.name_hint} cannot be lowered "
+                                  "(inline it first)", call.span)
+        if isinstance(op, Constructor):
+            raise DiagnosticError(f"lower: ADT constructor {op.name} cannot be lowered", call.span)
+        raise DiagnosticError("lower: a call of a computed function (a closure) cannot be lowered", call.span)
+
+    def lower_primitive_call(self, fn: Function, args: list[Expr], call: Call) -> Expr:
+        ops = [n for n in post_order(fn.body) if isinstance(n, Call) and isinstance(n.op, Op)]
+        if not ops:  # only tuples and projections: routing, no kernel
+            return _substitute(fn, args)
+        view = self.as_view(fn, ops, args, call)
+        if view is not None:
+            return view
+        if len(ops) == 1 and ops[0].op.name in _KEPT_OPS:  # type: ignore[union-attr]
+            return _typed(_substitute(fn, args), call)
+        lowered = lower_primitive(fn)
+        name = self.intern(lowered.func, lowered.op_names)
+        flat: list[Expr] = []
+        for a, p in zip(args, fn.params):
+            flat.extend(_fields(a, type_of(p)))
+        flat.extend(lowered.constants)
+        return _typed(Call(CALL_LOWERED, [GlobalVar(name), Tuple(flat)], span=call.span), call)
+
+    def as_view(self, fn: Function, ops: list[Call], args: list[Expr], call: Call) -> Expr | None:
+        """A group of reshape-only operators on one tensor: one `reshape` to the static shape."""
+        if len(args) != 1 or not all((d := get_op(c.op.name)) is not None  # type: ignore[union-attr]
+                                     and d.extra.get("reshape_only") for c in ops):
+            return None
+        out, src = type_of(call), type_of(args[0])
+        if not (isinstance(out, TensorType) and isinstance(src, TensorType)):
+            return None
+        flatten_type(out, call)
+        return _typed(Call(Op("reshape"), [args[0]], _reshape_attrs(out), call.span), call)
+
+
+def _reshape_attrs(out: TensorType) -> object:
+    reshape = get_op("reshape")
+    assert reshape is not None
+    return reshape.normalize_attrs({"newshape": tuple(int(d) for d in out.shape)})  # type: ignore[arg-type]
+
+
+def _fields(arg: Expr, t: object) -> list[Expr]:
+    """The tensors of an argument, a tuple one projected field by field."""
+    out: list[Expr] = []
+    stack: list[tuple[Expr, object]] = [(arg, t)]
+    while stack:
+        e, ty = stack.pop()
+        if isinstance(ty, TupleType):
+            parts = [(e.fields[i] if isinstance(e, Tuple) else _typed(TupleGetItem(e, i, e.span), None, f), f)
+                     for i, f in enumerate(ty.fields)]
+            stack.extend(reversed(parts))
+        else:
+            out.append(e)
+    return out
+
+
+def _substitute(fn: Function, args: list[Expr]) -> Expr:
+    """The body of a call-free function with its parameters replaced by the arguments."""
+    env: dict[int, Expr] = {id(p): a for p, a in zip(fn.params, args)}
+    for node in post_order(fn.body):
+        if id(node) in env:
+            continue
+        if isinstance(node, Tuple):
+            env[id(node)] = _typed(Tuple([env.get(id(f), f) for f in node.fields], node.span), node)
+        elif isinstance(node, TupleGetItem):
+            env[id(node)] = _typed(TupleGetItem(env.get(id(node.tuple_value), node.tuple_value), node.index,
+                                                node.span), node)
+        elif isinstance(node, Call):
+            env[id(node)] = _typed(Call(node.op, [env.get(id(a), a) for a in node.args], node.attrs, node.span,
+                                        node.type_args), node)
+        elif not isinstance(node, (Constant, Op)):
+            raise DiagnosticError(f"lower: {_describe(node)} inside a primitive function cannot be lowered",
+                                  node.span)
+    return env.get(id(fn.body), fn.body)
+
+
+def _typed(expr: Expr, like: Expr | None, ty: object = None) -> Expr:
+    expr.checked_type = like.checked_type if like is not None else ty  # type: ignore[assignment]
+    return expr
+
+
+def _describe(node: Expr) -> str:
+    return {Function: "a function literal (closure)", If: "`if`", Match: "`match`", RefCreate: "a reference",
+            RefRead: "a reference read", RefWrite: "a reference write", GlobalVar: "a global function value",
+            Constructor: "an ADT constructor"}.get(type(node), type(node).__name__)  # type: ignore[arg-type]
+
+
+def _dataflow_order(root: Expr) -> list[Expr]:
+    """Post-order of a function body without entering callee function literals or op nodes."""
+    order: list[Expr] = []
+    seen: set[int] = set()
+    stack: list[tuple[Expr, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        if isinstance(node, Call):
+            kids: tuple[Expr, ...] = tuple(node.args)
+            if not isinstance(node.op, (Op, Function, GlobalVar, Constructor)):
+                kids = (node.op, *kids)
+        elif isinstance(node, (Function, If, Match, RefCreate, RefRead, RefWrite, GlobalVar, Constructor)):
+            kids = ()  # rejected by `rewrite`, located at the node itself
+        else:
+            kids = tuple(node.children())
+        for child in reversed(kids):
+            if id(child) not in seen:
+                stack.append((child, False))
+    return order
+
+
+def lower_module(mod: IRModule) -> IRModule:
+    """Every Relay function's primitive calls lowered to PrimFuncs (docs/lowering.md)."""
+    return ModuleLowering(mod).run()

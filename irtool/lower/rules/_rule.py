@@ -1,0 +1,58 @@
+"""Attaching rules to operators, and the helpers every rule module shares."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from irtool.ir.expr import AttrValue
+from irtool.ir.tir import PrimExpr
+from irtool.ir.types import TensorType, Type
+from irtool.lower.te import Compute, Element, Idx, Tensor, const
+from irtool.ops.registry import REGISTRY
+
+Attrs = Mapping[str, AttrValue]
+TEValue = Tensor | tuple
+Rule = Callable[[list, Attrs, Type], TEValue]
+
+
+def rule(*names: str) -> Callable[[Rule], Rule]:
+    """Declares `fn` the TIR compute rule of the named operators."""
+    def attach(fn: Rule) -> Rule:
+        for name in names:
+            REGISTRY[name].tir_compute = fn
+        return fn
+    return attach
+
+
+def out_tensor_type(out: Type) -> TensorType:
+    assert isinstance(out, TensorType)
+    return out
+
+
+def shape_of(out: Type) -> tuple[int, ...]:
+    return tuple(int(d) for d in out_tensor_type(out).shape)  # type: ignore[arg-type]
+
+
+def broadcast_index(t: Tensor, idx: Idx) -> Idx:
+    """The index of `t` that element `idx` of a (numpy) broadcast result reads."""
+    lead = len(idx) - t.ndim
+    return tuple(const(0) if d == 1 else idx[lead + k] for k, d in enumerate(t.shape))
+
+
+def elementwise(out: Type, inputs: Sequence[Tensor], f: Callable[..., PrimExpr], name: str) -> Compute:
+    """A broadcasting elementwise result; `f` gets one element of each input. Inputs of the
+    output's shape are read at the very same index, so chains of them are evaluated flat."""
+    shape = shape_of(out)
+    same = [t.shape == shape for t in inputs]
+
+    def fcompute(ctx: Element, idx: Idx) -> PrimExpr:
+        return f(*(ctx.load(t, idx if s else broadcast_index(t, idx)) for t, s in zip(inputs, same)))
+    return Compute(shape, out_tensor_type(out).dtype, fcompute, name,
+                   pointwise=[t for t, s in zip(inputs, same) if s])
+
+
+def float_type_for(dtype: str) -> str:
+    """The float type numpy computes a math function of an integer array in."""
+    return str(np.result_type(np.dtype(dtype), np.float16))

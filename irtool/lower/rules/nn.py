@@ -1,0 +1,301 @@
+"""Compute rules of the neural-network operators (definitions/nn.py).
+
+Convolution, dense, matmul, pooling and `lrn` are `Reduce` tensors (one accumulator per output
+element, so their elementwise consumers run on it in the same nest); softmax is TVM's three
+steps (row max, row sum of exponentials, then the elementwise quotient); convolution padding
+is a stage of its own, so the accumulation loop reads without bounds checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from irtool.ir.tir import BinaryOp, Call, PrimExpr, is_float
+from irtool.ir.types import Type
+from irtool.lower.errors import LoweringError
+from irtool.lower.rules._rule import Attrs, out_tensor_type, rule, shape_of
+from irtool.lower.rules.reduce import mean_of
+from irtool.lower.te import (Compute, Element, Idx, Reduce, Tensor, acc_load, acc_store, add, all_of, cast,
+                             clamp, cmp, const, floordiv, imm, in_range, mul, select, sub)
+from irtool.ops.definitions._common import int_pair, padding4
+
+Layout = str
+
+
+def _in_layout(canonical_idx: Idx, canonical: Layout, layout: Layout) -> Idx:
+    """An index written in `canonical` axis order (e.g. NCHW) re-ordered for `layout`."""
+    return tuple(canonical_idx[canonical.index(c)] for c in layout)
+
+
+def _layout(attrs: Attrs, key: str, fallback: str) -> str:
+    return str(attrs[key]) or fallback
+
+
+# ---------------------------------------------------------------------------------- conv2d
+
+@rule("nn.conv2d")
+def _conv2d(args: list, attrs: Attrs, out: Type) -> Tensor:
+    x, w = args
+    dl, kl = str(attrs["data_layout"]), str(attrs["kernel_layout"])
+    ol = _layout(attrs, "out_layout", dl)
+    dtype = out_tensor_type(out).dtype
+    n, c, h, wd = (x.shape[dl.index(a)] for a in "NCHW")
+    o, cg, kh, kw = (w.shape[kl.index(a)] for a in "OIHW")
+    groups = int(attrs["groups"])  # type: ignore[arg-type]
+    top, left, bottom, right = padding4(attrs["padding"])
+    dh, dw = int_pair(attrs["dilation"])
+    sh, sw = int_pair(attrs["strides"])
+    data: Tensor = x
+    data_layout = dl
+    if top or left or bottom or right:
+        data, data_layout = _pad_stage(x, dl, (top, left, bottom, right), (n, c, h, wd)), "NCHW"
+    per_group = o // groups
+
+    def fbody(ctx: Element, idx: Idx) -> PrimExpr:
+        bn, bo, oy, ox = (idx[ol.index(a)] for a in "NCHW")
+        base = mul(floordiv(bo, per_group), cg) if groups > 1 else const(0)
+        acc = ctx.accumulator(dtype, imm(0, dtype), "conv_acc")
+
+        def body(r: Idx) -> PrimExpr:
+            rc, ry, rx = r
+            xi = _in_layout((bn, add(base, rc), add(mul(oy, sh), mul(ry, dh)), add(mul(ox, sw), mul(rx, dw))),
+                            "NCHW", data_layout)
+            wi = _in_layout((bo, rc, ry, rx), "OIHW", kl)
+            prod = BinaryOp("mul", cast(dtype, ctx.load(data, xi)), cast(dtype, ctx.load(w, wi)))
+            return acc_store(acc, BinaryOp("add", acc_load(acc), prod))
+        ctx.loop((cg, kh, kw), ("rc", "ry", "rx"), body)
+        return acc_load(acc)
+    return Reduce(shape_of(out), dtype, fbody, "conv2d")
+
+
+def _pad_stage(x: Tensor, layout: Layout, pads: tuple[int, int, int, int],
+               nchw: tuple[int, ...]) -> Tensor:
+    """The zero-padded input in NCHW, computed once into a buffer of its own."""
+    top, left, bottom, right = pads
+    n, c, h, w = nchw
+
+    def f(ctx: Element, idx: Idx) -> PrimExpr:
+        b, ch, y, xx = idx
+        yy, xs = sub(y, top), sub(xx, left)
+        inside = all_of([*in_range(yy, 0, h), *in_range(xs, 0, w)])
+        v = ctx.load(x, _in_layout((b, ch, clamp(yy, 0, h - 1), clamp(xs, 0, w - 1)), "NCHW", layout))
+        return select(inside, v, imm(0, x.dtype))
+    return Compute((n, c, h + top + bottom, w + left + right), x.dtype, f, "pad", stage=True)
+
+
+# ------------------------------------------------------------------------- dense / matmul
+
+@rule("nn.dense")
+def _dense(args: list, attrs: Attrs, out: Type) -> Tensor:
+    x, w = args
+    dtype = out_tensor_type(out).dtype
+    k_extent = x.shape[-1]
+
+    def fbody(ctx: Element, idx: Idx) -> PrimExpr:
+        acc = ctx.accumulator(dtype, imm(0, dtype), "dense_acc")
+        ctx.loop((k_extent,), ("k",), lambda r: acc_store(acc, BinaryOp("add", acc_load(acc), BinaryOp(
+            "mul", cast(dtype, ctx.load(x, idx[:-1] + r)), cast(dtype, ctx.load(w, (idx[-1],) + r))))))
+        return acc_load(acc)
+    return Reduce(shape_of(out), dtype, fbody, "dense")
+
+
+@rule("nn.batch_matmul")
+def _batch_matmul(args: list, attrs: Attrs, out: Type) -> Tensor:
+    a, b = args
+    dtype = out_tensor_type(out).dtype
+    ta, tb = bool(attrs["transpose_a"]), bool(attrs["transpose_b"])
+    k_extent = a.shape[1] if ta else a.shape[2]
+
+    def fbody(ctx: Element, idx: Idx) -> PrimExpr:
+        bi, i, j = idx
+        ba = const(0) if a.shape[0] == 1 else bi
+        bb = const(0) if b.shape[0] == 1 else bi
+        acc = ctx.accumulator(dtype, imm(0, dtype), "matmul_acc")
+
+        def body(r: Idx) -> PrimExpr:
+            (k,) = r
+            av = ctx.load(a, (ba, k, i) if ta else (ba, i, k))
+            bv = ctx.load(b, (bb, j, k) if tb else (bb, k, j))
+            return acc_store(acc, BinaryOp("add", acc_load(acc), BinaryOp("mul", cast(dtype, av), cast(dtype, bv))))
+        ctx.loop((k_extent,), ("k",), body)
+        return acc_load(acc)
+    return Reduce(shape_of(out), dtype, fbody, "batch_matmul")
+
+
+# --------------------------------------------------------------- bias, activations, norms
+
+def _along_axis(name: str, combine: Callable[[PrimExpr, PrimExpr], PrimExpr]) -> None:
+    @rule(name)
+    def lower(args: list, attrs: Attrs, out: Type) -> Tensor:
+        x, v = args
+        axis = int(attrs["axis"]) % x.ndim  # type: ignore[arg-type]
+        return Compute(x.shape, x.dtype, lambda ctx, idx: combine(ctx.load(x, idx), ctx.load(v, (idx[axis],))),
+                       name.replace("nn.", ""), pointwise=[x])
+
+
+_along_axis("nn.bias_add", lambda x, b: BinaryOp("add", x, b))
+_along_axis("nn.prelu", lambda x, a: select(cmp("gt", x, imm(0, x.dtype)), x, BinaryOp("mul", x, a)))
+
+
+def _without(idx: Idx, axis: int) -> Idx:
+    return idx[:axis] + idx[axis + 1:]
+
+
+def _row_reduce(x: Tensor, axis: int, value: Callable[[Element, Idx], PrimExpr], combine: str,
+                first: bool, name: str) -> Reduce:
+    """A reduction of `value(ctx, x-index)` along `axis`; the result drops that axis."""
+    def fbody(ctx: Element, idx: Idx) -> PrimExpr:
+        def at(k: PrimExpr) -> Idx:
+            return idx[:axis] + (k,) + idx[axis:]
+        init = value(ctx, at(const(0))) if first else imm(0, x.dtype)
+        acc = ctx.accumulator(x.dtype, init, f"{name}_acc")
+        ctx.loop((x.shape[axis],), ("k",), lambda r: acc_store(
+            acc, BinaryOp(combine, acc_load(acc), value(ctx, at(r[0])))))
+        return acc_load(acc)
+    return Reduce(_without(x.shape, axis), x.dtype, fbody, name)
+
+
+def _softmax_parts(x: Tensor, axis: int) -> tuple[Reduce, Callable[[Element, Idx], PrimExpr], Reduce]:
+    """(row max, shifted element x - max, row sum of exp(shifted))."""
+    row_max = _row_reduce(x, axis, lambda ctx, i: ctx.load(x, i), "max", True, "max")
+
+    def shifted(ctx: Element, i: Idx) -> PrimExpr:
+        return BinaryOp("sub", ctx.load(x, i), ctx.load(row_max, _without(i, axis)))
+    row_sum = _row_reduce(x, axis, lambda ctx, i: Call("exp", (shifted(ctx, i),)), "add", False, "sum")
+    return row_max, shifted, row_sum
+
+
+@rule("nn.softmax")
+def _softmax(args: list, attrs: Attrs, out: Type) -> Tensor:
+    x = args[0]
+    axis = int(attrs["axis"]) % x.ndim  # type: ignore[arg-type]
+    _, shifted, row_sum = _softmax_parts(x, axis)
+
+    def f(ctx: Element, idx: Idx) -> PrimExpr:
+        e = Call("exp", (shifted(ctx, idx),))
+        return BinaryOp("div", e, ctx.load(row_sum, _without(idx, axis)))
+    return Compute(x.shape, x.dtype, f, "softmax")
+
+
+@rule("nn.log_softmax")
+def _log_softmax(args: list, attrs: Attrs, out: Type) -> Tensor:
+    x = args[0]
+    axis = int(attrs["axis"]) % x.ndim  # type: ignore[arg-type]
+    _, shifted, row_sum = _softmax_parts(x, axis)
+
+    def f(ctx: Element, idx: Idx) -> PrimExpr:
+        s = shifted(ctx, idx)
+        return BinaryOp("sub", s, Call("log", (ctx.load(row_sum, _without(idx, axis)),)))
+    return Compute(x.shape, x.dtype, f, "log_softmax")
+
+
+@rule("nn.lrn")
+def _lrn(args: list, attrs: Attrs, out: Type) -> Tensor:
+    x = args[0]
+    axis = int(attrs["axis"]) % x.ndim  # type: ignore[arg-type]
+    size = int(attrs["size"])  # type: ignore[arg-type]
+    half = size // 2
+    n = x.shape[axis]
+    dt = x.dtype
+
+    def sq_sum(ctx: Element, idx: Idx) -> PrimExpr:
+        acc = ctx.accumulator(dt, imm(0, dt), "lrn_acc")
+
+        def body(r: Idx) -> PrimExpr:
+            j = add(sub(idx[axis], half), r[0])
+            v = ctx.load(x, idx[:axis] + (clamp(j, 0, n - 1),) + idx[axis + 1:])
+            term = select(all_of(in_range(j, 0, n)), BinaryOp("mul", v, v), imm(0, dt))
+            return acc_store(acc, BinaryOp("add", acc_load(acc), term))
+        ctx.loop((size,), ("k",), body)
+        return acc_load(acc)
+    sums = Reduce(x.shape, dt, sq_sum, "lrn_sum")
+
+    def f(ctx: Element, idx: Idx) -> PrimExpr:
+        scaled = BinaryOp("div", BinaryOp("mul", imm(float(attrs["alpha"]), dt), ctx.load(sums, idx)),  # type: ignore[arg-type]
+                          imm(size, dt))
+        denom = Call("pow", (BinaryOp("add", imm(float(attrs["bias"]), dt), scaled),  # type: ignore[arg-type]
+                             imm(float(attrs["beta"]), dt)))  # type: ignore[arg-type]
+        return BinaryOp("div", ctx.load(x, idx), denom)
+    return Compute(x.shape, dt, f, "lrn")
+
+
+@rule("nn.batch_norm", "nn.dropout")
+def _needs_simplify_inference(args: list, attrs: Attrs, out: Type) -> Tensor:
+    raise LoweringError("has no TIR compute rule; run `simplify-inference` before `lower` "
+                        "(it rewrites batch_norm and dropout into elementwise arithmetic)")
+
+
+# --------------------------------------------------------------------------------- pooling
+
+def _pool(name: str, is_max: bool) -> None:
+    @rule(name)
+    def lower(args: list, attrs: Attrs, out: Type) -> Tensor:
+        x = args[0]
+        layout = str(attrs["layout"])
+        ol = _layout(attrs, "out_layout", layout)
+        dt = x.dtype
+        h, w = x.shape[layout.index("H")], x.shape[layout.index("W")]
+        kh, kw = int_pair(attrs["pool_size"])
+        dh, dw = int_pair(attrs["dilation"])
+        sh, sw = int_pair(attrs["strides"])
+        top, left, bottom, right = padding4(attrs["padding"])
+        include_pad = bool(attrs.get("count_include_pad", False))
+        fill = imm(-np.inf if is_float(dt) else np.iinfo(dt).min, dt) if is_max else imm(0, dt)
+
+        def fbody(ctx: Element, idx: Idx) -> PrimExpr:
+            bn, ch, oy, ox = (idx[ol.index(a)] for a in "NCHW")
+            acc = ctx.accumulator(dt, fill, "pool_acc")
+            count = None if is_max else ctx.accumulator("int32", const(0), "pool_count")
+
+            def body(r: Idx) -> list:
+                ry, rx = r
+                y = sub(add(mul(oy, sh), mul(ry, dh)), top)
+                xx = sub(add(mul(ox, sw), mul(rx, dw)), left)
+                inside = all_of([*in_range(y, 0, h), *in_range(xx, 0, w)])
+                v = ctx.load(x, _in_layout((bn, ch, clamp(y, 0, h - 1), clamp(xx, 0, w - 1)), "NCHW", layout))
+                v = select(inside, v, fill)
+                stmts = [acc_store(acc, BinaryOp("max" if is_max else "add", acc_load(acc), v))]
+                if count is not None:
+                    counted = inside if not include_pad else all_of(
+                        [*in_range(y, -top, h + bottom), *in_range(xx, -left, w + right)])
+                    stmts.append(acc_store(count, add(acc_load(count), select(counted, const(1), const(0)))))
+                return stmts
+            ctx.loop((kh, kw), ("ry", "rx"), body)
+            if count is None:
+                return acc_load(acc)
+            n = BinaryOp("max", acc_load(count), const(1))
+            if is_float(dt):
+                return BinaryOp("div", acc_load(acc), cast(dt, n))
+            return cast(dt, BinaryOp("div", cast("float64", acc_load(acc)), cast("float64", n)))
+        return Reduce(shape_of(out), dt, fbody, name.replace("nn.", ""))
+
+
+_pool("nn.max_pool2d", True)
+_pool("nn.avg_pool2d", False)
+
+
+def _global_pool(name: str, is_max: bool) -> None:
+    @rule(name)
+    def lower(args: list, attrs: Attrs, out: Type) -> Tensor:
+        x = args[0]
+        layout = str(attrs["layout"])
+        ol = _layout(attrs, "out_layout", layout)
+        h, w = x.shape[layout.index("H")], x.shape[layout.index("W")]
+
+        def fbody(ctx: Element, idx: Idx) -> PrimExpr:
+            bn, ch = idx[ol.index("N")], idx[ol.index("C")]
+
+            def at(y: PrimExpr, xx: PrimExpr) -> Idx:
+                return _in_layout((bn, ch, y, xx), "NCHW", layout)
+            init = ctx.load(x, at(const(0), const(0))) if is_max else imm(0, x.dtype)
+            acc = ctx.accumulator(x.dtype, init, "pool_acc")
+            ctx.loop((h, w), ("ry", "rx"), lambda r: acc_store(
+                acc, BinaryOp("max" if is_max else "add", acc_load(acc), ctx.load(x, at(*r)))))
+            return acc_load(acc) if is_max else mean_of(acc_load(acc), h * w)
+        return Reduce(shape_of(out), x.dtype, fbody, name.replace("nn.", ""))
+
+
+_global_pool("nn.global_avg_pool2d", False)
+_global_pool("nn.global_max_pool2d", True)

@@ -1,0 +1,333 @@
+"""Tensor expressions: the small TOPI-like layer compute rules are written in.
+
+A rule describes its result as a `Tensor` whose element `[i, j, ...]` is a TIR expression of the
+index expressions (`Compute`), or whose element needs statements (a `Reduce`: an accumulator and
+a loop nest). `Builder` turns the tensor expression of a whole primitive function into one
+PrimFunc body: one loop nest per output; `Compute` tensors are inlined at the point of use; a
+`Reduce` read at the nest's own index accumulates in a local buffer inside that nest (so its
+elementwise consumers run on the accumulator), and one read anywhere else becomes a stage of
+its own (an allocated buffer computed before). A `Compute` marked `stage=True` (padding) is
+always its own stage.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from irtool.ir.tir import (Allocate, BinaryOp, Buffer, BufferLoad, BufferStore, Cast, FloatImm, For, IntImm,
+                           PrimExpr, Select, Stmt, Var, is_bool, is_float, seq)
+
+Idx = tuple[PrimExpr, ...]
+INDEX = "int32"
+
+
+class Tensor:
+    """A value of a primitive function: static shape and dtype, elements defined by a subclass."""
+
+    __slots__ = ("shape", "dtype", "name")
+
+    def __init__(self, shape: Sequence[int], dtype: str, name: str) -> None:
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = dtype
+        self.name = name
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+
+class Placeholder(Tensor):
+    """A buffer parameter of the PrimFunc."""
+
+    __slots__ = ("buffer",)
+
+    def __init__(self, buffer: Buffer) -> None:
+        super().__init__(buffer.shape, buffer.dtype, buffer.name)
+        self.buffer = buffer
+
+
+class Compute(Tensor):
+    """Element = `fcompute(ctx, idx)` (pure; inlined where read; inputs are read with `ctx.load`).
+
+    `pointwise` lists the inputs `fcompute` reads at exactly `idx` (elementwise ops): the builder
+    evaluates chains of those bottom-up without recursion, so long fused chains stay flat.
+    """
+
+    __slots__ = ("fcompute", "pointwise", "stage")
+
+    def __init__(self, shape: Sequence[int], dtype: str, fcompute: Callable[[Element, Idx], PrimExpr],
+                 name: str = "T", pointwise: Sequence[Tensor] = (), stage: bool = False) -> None:
+        super().__init__(shape, dtype, name)
+        self.fcompute = fcompute
+        self.pointwise = tuple(pointwise)
+        self.stage = stage
+
+
+class Reduce(Tensor):
+    """Element = what `fbody(ctx, idx)` returns after emitting its statements into `ctx`."""
+
+    __slots__ = ("fbody",)
+
+    def __init__(self, shape: Sequence[int], dtype: str, fbody: Callable[[Element, Idx], PrimExpr],
+                 name: str = "red") -> None:
+        super().__init__(shape, dtype, name)
+        self.fbody = fbody
+
+
+# ---- index arithmetic with light constant folding (keeps the printed TIR readable) ------------
+
+def const(value: int, dtype: str = INDEX) -> IntImm:
+    return IntImm(value, dtype)
+
+
+def _int(e: PrimExpr) -> int | None:
+    return e.value if type(e) is IntImm else None  # type: ignore[attr-defined]
+
+
+def add(a: PrimExpr, b: PrimExpr | int) -> PrimExpr:
+    b = const(b) if isinstance(b, int) else b
+    x, y = _int(a), _int(b)
+    if x is not None and y is not None:
+        return const(x + y, a.dtype)
+    if y == 0:
+        return a
+    if x == 0:
+        return b
+    return BinaryOp("add", a, b)
+
+
+def sub(a: PrimExpr, b: PrimExpr | int) -> PrimExpr:
+    b = const(b) if isinstance(b, int) else b
+    x, y = _int(a), _int(b)
+    if x is not None and y is not None:
+        return const(x - y, a.dtype)
+    if y == 0:
+        return a
+    return BinaryOp("sub", a, b)
+
+
+def mul(a: PrimExpr, b: PrimExpr | int) -> PrimExpr:
+    b = const(b) if isinstance(b, int) else b
+    x, y = _int(a), _int(b)
+    if x is not None and y is not None:
+        return const(x * y, a.dtype)
+    if y == 1:
+        return a
+    if x == 1:
+        return b
+    if x == 0 or y == 0:
+        return const(0, a.dtype)
+    return BinaryOp("mul", a, b)
+
+
+def floordiv(a: PrimExpr, n: int) -> PrimExpr:
+    x = _int(a)
+    if x is not None:
+        return const(x // n, a.dtype)
+    return a if n == 1 else BinaryOp("floordiv", a, const(n, a.dtype))
+
+
+def floormod(a: PrimExpr, n: int) -> PrimExpr:
+    x = _int(a)
+    if x is not None:
+        return const(x % n, a.dtype)
+    return const(0, a.dtype) if n == 1 else BinaryOp("floormod", a, const(n, a.dtype))
+
+
+def clamp(a: PrimExpr, low: int, high: int) -> PrimExpr:
+    """`a` limited to [low, high]: keeps a load in bounds when `select` discards its value."""
+    x = _int(a)
+    if x is not None:
+        return const(min(max(x, low), high), a.dtype)
+    return BinaryOp("min", BinaryOp("max", a, const(low, a.dtype)), const(high, a.dtype))
+
+
+def cmp(op: str, a: PrimExpr, b: PrimExpr | int) -> PrimExpr:
+    b = const(b, a.dtype) if isinstance(b, int) else b
+    return BinaryOp(op, a, b)
+
+
+def all_of(conds: Sequence[PrimExpr]) -> PrimExpr | None:
+    out: PrimExpr | None = None
+    for c in conds:
+        out = c if out is None else BinaryOp("and", out, c)
+    return out
+
+
+def in_range(a: PrimExpr, low: int, high: int) -> list[PrimExpr]:
+    """Conditions for low <= a < high, without the ones that always hold for a loop index."""
+    return [cmp("ge", a, low), cmp("lt", a, high)]
+
+
+def imm(value: float | int | bool, dtype: str) -> PrimExpr:
+    """A literal of a tensor dtype (values converted as numpy converts them)."""
+    if is_float(dtype):
+        return FloatImm(float(np.asarray(value).astype(dtype)), dtype)
+    if is_bool(dtype):
+        return IntImm(int(bool(value)), "bool")
+    return IntImm(int(np.asarray(value).astype(dtype)), dtype)
+
+
+def cast(dtype: str, e: PrimExpr) -> PrimExpr:
+    return e if e.dtype == dtype else Cast(dtype, e)
+
+
+def select(cond: PrimExpr | None, t: PrimExpr, f: PrimExpr) -> PrimExpr:
+    return t if cond is None else Select(cond, t, f)
+
+
+def unravel(flat: PrimExpr, shape: Sequence[int]) -> Idx:
+    """Row-major multi-index of a flat index."""
+    out: list[PrimExpr] = []
+    stride = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    for d in shape:
+        stride //= max(d, 1)
+        out.append(floormod(floordiv(flat, stride), d) if out else floordiv(flat, stride))
+    return tuple(out)
+
+
+def ravel(idx: Sequence[PrimExpr], shape: Sequence[int]) -> PrimExpr:
+    flat: PrimExpr = const(0)
+    for i, d in zip(idx, shape):
+        flat = add(mul(flat, d), i)
+    return flat
+
+
+# ---- the builder --------------------------------------------------------------------------------
+
+class Element:
+    """Where the statements of one element of a loop nest go (the nest's body, before the store)."""
+
+    def __init__(self, builder: Builder, loop_vars: Idx) -> None:
+        self.builder = builder
+        self.vars = loop_vars
+        self.prelude: list[Stmt] = []
+        self.locals: list[Buffer] = []
+        self.reduced: dict[int, PrimExpr] = {}
+
+    def load(self, t: Tensor, idx: Sequence[PrimExpr]) -> PrimExpr:
+        return self.builder.load(t, tuple(idx), self)
+
+    def accumulator(self, dtype: str, init: PrimExpr, name: str = "acc") -> Buffer:
+        """A one-element local buffer set to `init`."""
+        buf = Buffer(name, (1,), dtype, scope="local")
+        self.locals.append(buf)
+        self.prelude.append(BufferStore(buf, (const(0),), init))
+        return buf
+
+    def emit(self, stmt: Stmt) -> None:
+        self.prelude.append(stmt)
+
+    def loop(self, extents: Sequence[int], names: Sequence[str],
+             body: Callable[[Idx], Stmt | list[Stmt]]) -> None:
+        """Emits a serial loop nest; `body` gets the loop variables."""
+        loop_vars = tuple(self.builder.fresh_var(n) for n in names)
+        inner = body(loop_vars)
+        stmt = seq(inner) if isinstance(inner, list) else inner
+        for v, e in zip(reversed(loop_vars), reversed(list(extents))):
+            stmt = For(v, const(0), const(e), "serial", stmt)
+        self.prelude.append(stmt)
+
+
+def acc_load(acc: Buffer) -> PrimExpr:
+    return BufferLoad(acc, (const(0),))
+
+
+def acc_store(acc: Buffer, value: PrimExpr) -> Stmt:
+    return BufferStore(acc, (const(0),), value)
+
+
+class Builder:
+    """Lowers tensor expressions into statements for one PrimFunc."""
+
+    def __init__(self) -> None:
+        self.stages: list[tuple[Buffer, Stmt]] = []
+        self.materialized: dict[int, Buffer] = {}
+        # (tensor, element, index identity) -> (keep-alive, value): CSE of inlined elements.
+        self.memo: dict[tuple[int, ...], tuple[object, PrimExpr]] = {}
+        self.counter = itertools.count()
+
+    def fresh_var(self, name: str) -> Var:
+        return Var(name, INDEX)
+
+    def load(self, t: Tensor, idx: Idx, ctx: Element) -> PrimExpr:
+        if type(t) is Placeholder:
+            return BufferLoad(t.buffer, idx)  # type: ignore[attr-defined]
+        buf = self.materialized.get(id(t))
+        if buf is not None:
+            return BufferLoad(buf, idx)
+        key = (id(t), id(ctx), *map(id, idx))
+        hit = self.memo.get(key)
+        if hit is not None:
+            return hit[1]
+        if type(t) is Compute and t.stage:  # type: ignore[attr-defined]
+            return BufferLoad(self.materialize(t), idx)
+        if type(t) is Reduce and not (len(idx) == len(ctx.vars) and all(a is b for a, b in zip(idx, ctx.vars))):
+            return BufferLoad(self.materialize(t), idx)
+        value = self.evaluate(t, idx, ctx)
+        self.memo[key] = (idx, value)
+        return value
+
+    def evaluate(self, t: Tensor, idx: Idx, ctx: Element) -> PrimExpr:
+        """The element of a Compute or Reduce at `idx`, emitting what it needs into `ctx`."""
+        if type(t) is Compute:
+            for dep in self._unevaluated_chain(t, idx, ctx):  # type: ignore[arg-type]
+                self.memo[(id(dep), id(ctx), *map(id, idx))] = (idx, dep.fcompute(ctx, idx))
+            return t.fcompute(ctx, idx)  # type: ignore[attr-defined]
+        return t.fbody(ctx, idx)  # type: ignore[attr-defined]
+
+    def _unevaluated_chain(self, root: Compute, idx: Idx, ctx: Element) -> list[Compute]:
+        """The inlinable pointwise inputs of `root` not yet evaluated at `idx`, inputs first.
+
+        Evaluating them in this order before `root` means every `fcompute` finds its pointwise
+        inputs memoised, so a long elementwise chain never recurses.
+        """
+        tail = (id(ctx), *map(id, idx))
+        order: list[Compute] = []
+        seen: set[int] = {id(root)}
+        stack: list[tuple[Compute, bool]] = [(root, False)]
+        while stack:
+            t, expanded = stack.pop()
+            if expanded:
+                order.append(t)
+                continue
+            stack.append((t, True))
+            for dep in t.pointwise:
+                if (type(dep) is Compute and not dep.stage and id(dep) not in seen  # type: ignore[attr-defined]
+                        and id(dep) not in self.materialized and (id(dep), *tail) not in self.memo):
+                    seen.add(id(dep))
+                    stack.append((dep, False))  # type: ignore[arg-type]
+        return order[:-1]
+
+    def materialize(self, t: Tensor) -> Buffer:
+        """Computes `t` into a buffer of its own, as a stage before the consumer."""
+        buf = Buffer(f"{t.name}", t.shape, t.dtype)
+        stmt = self.nest(t, buf)
+        self.materialized[id(t)] = buf
+        self.stages.append((buf, stmt))
+        return buf
+
+    def nest(self, t: Tensor, out: Buffer) -> Stmt:
+        """A loop nest storing every element of `t` into `out`."""
+        names = [f"i{k}" for k in range(t.ndim)]
+        loop_vars = tuple(self.fresh_var(n) for n in names)
+        ctx = Element(self, loop_vars)
+        value = self.load(t, loop_vars, ctx) if type(t) is Placeholder else self.evaluate(t, loop_vars, ctx)
+        if value.dtype != out.dtype:
+            value = cast(out.dtype, value)
+        body: Stmt = seq([*ctx.prelude, BufferStore(out, loop_vars, value)])
+        for buf in reversed(ctx.locals):
+            body = Allocate(buf, body)
+        for v, e in zip(reversed(loop_vars), reversed(t.shape)):
+            body = For(v, const(0), const(e), "serial", body)
+        return body
+
+    def function_body(self, outputs: Sequence[tuple[Tensor, Buffer]]) -> Stmt:
+        nests = [self.nest(t, buf) for t, buf in outputs]
+        body = seq([stmt for _, stmt in self.stages] + nests)
+        for buf, _ in reversed(self.stages):
+            body = Allocate(buf, body)
+        return body

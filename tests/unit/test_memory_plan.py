@@ -1,0 +1,272 @@
+"""Planners, the plan in the text, the checker and the memory report.
+
+Expected plans are derived by hand in the comments (the FileCheck tests under
+tests/filecheck/passes/plan-memory pin the same programs through `irtool-opt`).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from irtool.analysis.liveness import Liveness, compute_liveness
+from irtool.analysis.memory_plan import (INPUT, TOKEN, MemoryPlan, _FreeList, plan_greedy_by_size, plan_memory,
+                                         plan_none, plan_tvm_greedy, read_plan)
+from irtool.analysis.memory_report import format_report, memory_report
+from irtool.analysis.typecheck import infer_types
+from irtool.eval.arena import run_with_plan
+from irtool.eval.interpreter import run_function
+from irtool.ir import IRModule
+from irtool.passes import run, verify
+from irtool.passes.verify_memory_plan import check_plan
+from irtool.syntax.diagnostics import DiagnosticError
+from irtool.syntax.parser import parse
+from irtool.syntax.printer import print_program
+
+TVM_EXAMPLE = """
+def @main(%x: Tensor[(10), float32], %y: Tensor[(1), float32]) {
+  %0 = exp(%y);
+  %1 = add(%x, %0);
+  %2 = exp(%1);
+  %3 = exp(%2);
+  %4 = exp(%3);
+  %5 = exp(%4);
+  exp(%5)
+}
+"""
+
+CONCAT = """
+def @main(%x: Tensor[(64), float32]) {
+  %0 = exp(%x);
+  %1 = sqrt(%x);
+  %2 = concatenate((%0, %1));
+  exp(%2)
+}
+"""
+
+CHAIN = """
+def @main(%x: Tensor[(64), float32]) {
+  %0 = exp(%x);
+  %1 = concatenate((%0, %0));
+  %2 = exp(%1);
+  %3 = strided_slice(%2, begin=[0], end=[64]);
+  exp(%3)
+}
+"""
+
+
+def fused(text: str, opt_level: int = 0) -> IRModule:
+    mod = run(parse(text), f"fuse-ops{{opt-level={opt_level}}}")
+    infer_types(mod)
+    return mod
+
+
+def live_of(text: str, opt_level: int = 0) -> Liveness:
+    return compute_liveness(fused(text, opt_level))
+
+
+def test_tvm_worked_example_gives_four_storage_ids() -> None:
+    plan = plan_tvm_greedy(live_of(TVM_EXAMPLE))
+    # x and y first (never reused), then exp(y) and add; the exp chain alternates between them.
+    assert len(plan.storages) == 4
+    assert [s.first_bytes for s in plan.storages] == [40, 4, 4, 40]  # as TVM reports them
+    assert [s.nbytes for s in plan.storages] == [40, 4, 40, 40]  # storage 2 grew for exp(add)
+    assert [s.kind for s in plan.storages] == [INPUT, INPUT, TOKEN, TOKEN]
+    steps = [plan.placement[t][0] for t in range(2, 9)]
+    assert steps == [2, 3, 2, 3, 2, 3, 2]
+    assert plan.workspace_bytes() == 80 and plan.total_bytes() == 124
+
+
+def test_free_list_follows_tvms_match_range() -> None:
+    free = _FreeList()
+    for size, sid in [(100, 0), (300, 1), (2000, 2), (5, 3)]:
+        free.insert(size, sid)
+    anything = lambda sid: True  # noqa: E731
+    # Smallest block in [S, 16 S] first.
+    assert free.take(250, anything) == (1, 300)
+    # Nothing in [120, 1920]: the largest block in [120/16, 120) is taken (it will grow).
+    assert free.take(120, anything) == (0, 100)
+    # 2000 > 16 * 100 and 5 < 100 / 16: nothing matches.
+    assert free.take(100, anything) is None
+    # Incompatible blocks (another device) are skipped.
+    assert free.take(1000, lambda sid: sid != 2) is None
+    assert free.take(1000, anything) == (2, 2000)
+
+
+def test_tvm_greedy_loses_on_concat_where_greedy_by_size_reaches_the_bound() -> None:
+    live = live_of(CONCAT)
+    assert sum(live.lower_bound().values()) == 1024
+    assert plan_tvm_greedy(live).workspace_bytes() == 1280  # d grows a freed 256-byte token
+    gbs = plan_greedy_by_size(live)
+    assert gbs.workspace_bytes() == 1024
+    assert plan_none(live).workspace_bytes() == 1536
+
+
+def test_greedy_by_size_takes_the_lowest_free_aligned_offset() -> None:
+    live = live_of(CHAIN)
+    plan = plan_greedy_by_size(live, alignment=64)
+    offsets = [plan.placement[t.index][1] for t in live.planned()]
+    # b@0 (largest, first), c@512, a@512, d@0, e@256: see tests/filecheck/passes/plan-memory/chain.relay.
+    assert offsets == [512, 0, 512, 0, 256]
+    assert plan.workspace_bytes() == 1024
+    check_plan(live, plan)
+
+
+def test_alignment_pads_small_tensors() -> None:
+    live = live_of(TVM_EXAMPLE)
+    # 40-byte tensors alternate; with 64-byte alignment the second slot starts at 64.
+    assert plan_greedy_by_size(live, alignment=64).workspace_bytes() == 104
+    assert plan_greedy_by_size(live, alignment=16).workspace_bytes() == 88  # 48 + 40
+    assert plan_greedy_by_size(live, alignment=8).workspace_bytes() == 80  # 40 is a multiple of 8
+    for alignment in (1, 8, 16, 64):
+        plan = plan_greedy_by_size(live, alignment=alignment)
+        assert all(off % alignment == 0 for _, off in plan.placement.values())
+        check_plan(live, plan)
+
+
+def test_in_place_reuse_goes_below_the_plain_lower_bound() -> None:
+    live = live_of(CHAIN)
+    plan = plan_greedy_by_size(live, in_place=True)
+    # exp(b) overwrites b and exp(d) overwrites d: buffers 512 + 256 (+ a beside b) = 768 < 1024.
+    assert plan.workspace_bytes() == 768 < sum(live.lower_bound().values())
+    check_plan(live, plan)
+    b, c, d, e = (live.planned()[i].index for i in (1, 2, 3, 4))
+    assert plan.placement[b] == plan.placement[c] and plan.placement[d] == plan.placement[e]
+
+
+def test_in_place_never_overwrites_a_value_read_later() -> None:
+    # exp(a) must not overwrite a: add reads a afterwards. Nor may a non-elementwise step
+    # (concatenate) overwrite its input.
+    live = live_of("""
+def @main(%x: Tensor[(16), float32]) {
+  %0 = exp(%x);
+  %1 = exp(%0);
+  %2 = add(%0, %1);
+  concatenate((%2, %2))
+}""")
+    plan = plan_greedy_by_size(live, in_place=True)
+    a, b, c, d = (t.index for t in live.planned())
+    assert plan.placement[a] != plan.placement[b]
+    assert plan.placement[c] in (plan.placement[a], plan.placement[b])  # add overwrites a dying input
+    assert plan.placement[d] != plan.placement[c]
+    check_plan(live, plan)
+
+
+def test_plans_are_per_device() -> None:
+    text = """
+def @main(%x: Tensor[(16), float32]) {
+  %0 = exp(%x);
+  %1 = on_device(%0, virtual_device=1);
+  %2 = device_copy(%1, src_virtual_device=1, dst_virtual_device=2);
+  %3 = sqrt(%2);
+  %4 = device_copy(%3, src_virtual_device=2, dst_virtual_device=1);
+  exp(%4)
+}"""
+    live = live_of(text)
+    for name in ("greedy-by-size", "tvm-greedy", "none"):
+        plan = plan_memory(live, name)
+        check_plan(live, plan)
+        for t in live.planned():
+            assert plan.storages[plan.placement[t.index][0]].device == t.device
+    gbs = plan_greedy_by_size(live)
+    assert [(s.device, s.nbytes) for s in gbs.storages] == [(1, 128), (2, 128)]
+
+
+def corrupt(old: str, new: str) -> IRModule:
+    """The chain's printed plan with one hand edit."""
+    planned = print_program(run(parse(CHAIN), "fuse-ops{opt-level=0},plan-memory"))
+    assert old in planned
+    return parse(planned.replace(old, new, 1))
+
+
+@pytest.mark.parametrize("old,new,message", [
+    # c (step 2) moved onto b, which is still live at step 2.
+    ("%6 = %5(%4, storage_id=0, storage_offset=512)", "%6 = %5(%4, storage_id=0, storage_offset=0)", "overlaps"),
+    ("storage_offset=256)", "storage_offset=260)", "not aligned"),
+    ("storage_bytes=[1024]", "storage_bytes=[1000]", "does not fit"),
+    ("storage_bytes=[1024]", "storage_bytes=[1024], storage_devices=[3]", "device"),
+    ("(%x, storage_id=0, storage_offset=512)", "(%x)", "no `storage_id`"),
+    ("(%x, storage_id=0,", "(%x, storage_id=4,", "names storage 4"),
+])
+def test_checker_rejects_broken_plans_with_located_errors(old: str, new: str, message: str) -> None:
+    mod = corrupt(old, new)
+    with pytest.raises(DiagnosticError) as err:
+        verify(mod)  # the pass manager's verifier runs the plan checker
+    assert message in str(err.value)
+    assert err.value.span is not None
+    with pytest.raises(DiagnosticError):
+        run(mod, "verify-memory-plan", verify_each=False)
+
+
+def test_checker_accepts_the_planners_output_and_the_text_round_trips() -> None:
+    for pipeline in ("plan-memory", "plan-memory{algorithm=tvm-greedy}", "plan-memory{algorithm=none}",
+                     "plan-memory{in-place=true alignment=16}"):
+        mod = run(parse(CHAIN), f"fuse-ops{{opt-level=0}},{pipeline},verify-memory-plan")
+        text = print_program(mod)
+        again = parse(text)
+        assert print_program(again) == text
+        verify(again)
+
+
+DIAMOND = """
+def @main(%x: Tensor[(64), float32]) {
+  %0 = exp(%x);
+  %1 = exp(%0);
+  %2 = sqrt(%0);
+  add(%1, %2)
+}
+"""
+
+
+def test_a_wrong_overlap_changes_the_arena_run_but_a_plan_does_not() -> None:
+    mod = run(parse(DIAMOND), "fuse-ops{opt-level=0},plan-memory")
+    x = np.linspace(0.5, 1, 64, dtype=np.float32)
+    expected = run_function(parse(DIAMOND), [x])
+    np.testing.assert_array_equal(run_with_plan(mod, [x]), expected)
+    infer_types(mod)
+    live = compute_liveness(mod)
+    bad = read_plan(live)
+    assert bad is not None
+    for t in bad.placement:  # everything at offset 0: exp(a) overwrites a before sqrt reads it
+        bad.placement[t] = (0, 0)
+    assert not np.array_equal(run_with_plan(mod, [x], plan=bad), expected)
+
+
+def test_options_are_checked() -> None:
+    with pytest.raises(DiagnosticError, match="did you mean `tvm-greedy`"):
+        run(parse(CHAIN), "fuse-ops,plan-memory{algorithm=tvm-gredy}")
+    with pytest.raises(DiagnosticError, match="power of two"):
+        run(parse(CHAIN), "fuse-ops,plan-memory{alignment=48}")
+    with pytest.raises(DiagnosticError, match="run fuse-ops first"):
+        run(parse(CHAIN), "plan-memory")
+
+
+def test_replanning_replaces_the_old_plan() -> None:
+    once = run(parse(CHAIN), "fuse-ops{opt-level=0},plan-memory{algorithm=none}")
+    twice = run(once, "plan-memory")
+    text = print_program(twice)
+    assert 'memory_plan="greedy-by-size"' in text and "memory_plan=\"none\"" not in text
+    assert text.count("storage_id=") == 5
+
+
+def test_memory_report_numbers() -> None:
+    mod = run(parse(CONCAT), "fuse-ops{opt-level=0},plan-memory{algorithm=tvm-greedy}")
+    report = memory_report(mod)
+    assert report["algorithm"] == "tvm-greedy"
+    assert (report["arena_bytes"], report["lower_bound_bytes"], report["no_reuse_bytes"]) == (1280, 1024, 1536)
+    assert report["input_bytes"] == 256
+    rows = [(t["bytes"], t["first_step"], t["last_step"], t["storage_id"]) for t in report["tensors"]]
+    assert rows == [(256, 0, 2, 1), (256, 1, 2, 2), (512, 2, 3, 3), (512, 3, 3, 2)]
+    assert json.loads(format_report(report, "json")) == report
+    text = format_report(report, "text")
+    assert "1280" in text and "1.250x" in text
+    # Without a plan on main, the report plans greedy-by-size for itself.
+    assert memory_report(fused(CONCAT))["arena_bytes"] == 1024
+
+
+def test_empty_main_has_an_empty_plan() -> None:
+    mod = run(parse("def @main(%x: Tensor[(4), float32]) { %x }"), "plan-memory")
+    assert isinstance(read_plan(compute_liveness(mod)), MemoryPlan)
+    assert memory_report(mod)["arena_bytes"] == 0
