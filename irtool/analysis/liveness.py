@@ -11,6 +11,7 @@ Reshape-only steps and `on_device` annotations produce no tensor: their result *
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from irtool.ir.expr import (AttrValue, Call, Constant, Expr, Function, GlobalVar, Let, Op, Tuple,
@@ -111,6 +112,11 @@ def device_key(device: Device) -> object:
     return (type(device).__name__, device)
 
 
+@functools.cache
+def _element_bytes(dtype: str) -> int:
+    return dtype_bytes(dtype)
+
+
 def tensor_bytes(t: TensorType, span: Span | None) -> int:
     """prod(shape) * ceil(bits * lanes / 8), TVM's `GetMemorySize`."""
     size = 1
@@ -118,7 +124,7 @@ def tensor_bytes(t: TensorType, span: Span | None) -> int:
         if not isinstance(dim, int) or dim < 0:
             raise DiagnosticError(f"memory planning needs static shapes, got {t}", span)
         size *= dim
-    return size * dtype_bytes(t.dtype)
+    return size * _element_bytes(t.dtype)
 
 
 def flatten_type(t: Type | None, span: Span | None) -> list[TensorType]:
@@ -295,7 +301,7 @@ class _Builder:
         self.tensors: list[PlannedTensor] = []
         self.steps: list[Step] = []
         self.tokens: dict[int, list[int]] = {}
-        self.facts: dict[int, _CalleeFacts] = {}
+        self.facts: dict[object, _CalleeFacts] = {}
         self.constants: dict[int, Constant] = {}
 
     def new_tensor(self, kind: str, ttype: TensorType, step: int, name: str, span: Span | None) -> int:
@@ -353,9 +359,10 @@ class _Builder:
 
     def add_step(self, call: Call) -> list[int]:
         callee = callee_function(call, self.mod)
-        key = id(callee) if callee is not None else id(call)
+        # Operators' facts depend on their attributes (device annotations); functions' on themselves.
+        key: object = (callee.name, call.attrs) if isinstance(callee, Op) else id(callee)
         facts = self.facts.get(key)
-        if facts is None or isinstance(callee, Op):
+        if facts is None:
             facts = _callee_facts(callee, call)
             self.facts[key] = facts
         index = len(self.steps)

@@ -70,8 +70,7 @@ def align_up(n: int, alignment: int) -> int:
 # none
 
 
-def plan_none(live: Liveness, alignment: int = 64, in_place: bool = False,
-              concat_in_place: bool = False) -> MemoryPlan:
+def plan_none(live: Liveness, alignment: int = 64) -> MemoryPlan:
     plan = MemoryPlan("none", alignment)
     for t in live.planned():
         storage = Storage(len(plan.storages), t.device, t.nbytes, TOKEN, t.nbytes)
@@ -111,8 +110,7 @@ class _FreeList:
         return None
 
 
-def plan_tvm_greedy(live: Liveness, alignment: int = 64, in_place: bool = False,
-                    concat_in_place: bool = False) -> MemoryPlan:
+def plan_tvm_greedy(live: Liveness, alignment: int = 64) -> MemoryPlan:
     plan = MemoryPlan("tvm-greedy", alignment)
     tensors = live.tensors
     refs = [0] * len(tensors)
@@ -264,9 +262,7 @@ def plan_greedy_by_size(live: Liveness, alignment: int = 64, in_place: bool = Fa
     return plan
 
 
-Planner = Callable[..., MemoryPlan]
-
-PLANNERS: dict[str, Planner] = {
+PLANNERS: dict[str, Callable[[Liveness, int], MemoryPlan]] = {
     "greedy-by-size": plan_greedy_by_size,
     "tvm-greedy": plan_tvm_greedy,
     "none": plan_none,
@@ -275,9 +271,14 @@ PLANNERS: dict[str, Planner] = {
 
 def plan_memory(live: Liveness, algorithm: str = "greedy-by-size", alignment: int = 64,
                 in_place: bool = False, concat_in_place: bool = False) -> MemoryPlan:
-    """Plan with a named algorithm; the in-place options apply to greedy-by-size (the baselines
-    stay as TVM has them)."""
-    return PLANNERS[algorithm](live, alignment, in_place, concat_in_place)
+    """Plan with a named algorithm; the reuse options belong to greedy-by-size (the baselines stay
+    as TVM has them)."""
+    if algorithm == "greedy-by-size":
+        return plan_greedy_by_size(live, alignment, in_place, concat_in_place)
+    if in_place or concat_in_place:
+        raise DiagnosticError(f"plan-memory: in-place and concat-in-place apply to greedy-by-size, "
+                              f"not {algorithm}")
+    return PLANNERS[algorithm](live, alignment)
 
 
 # ---------------------------------------------------------------------------------------------

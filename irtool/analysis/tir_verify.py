@@ -11,14 +11,12 @@ many lanes; scalars mix with vectors only through `broadcast`); conditions are b
 
 from __future__ import annotations
 
-import numpy as np
-
 from irtool.ir.span import Span
 from irtool.ir.tir import (ARITH_OPS, COMPARE_OPS, INFIX_SYMBOLS, INTRINSICS, LOGIC_OPS, LOOP_KINDS, SCOPES,
                            Allocate, AssertStmt, BinaryOp, Broadcast, Buffer, BufferLoad, BufferStore, Call, Cast,
                            Evaluate, FloatImm, For, IfExpr, IfThenElse, IntImm, LetStmt, Not, PrimExpr, PrimFunc, Ramp,
-                           Select, SeqStmt, Stmt, Var, children, is_bool, is_float, is_int, lanes_of, tir_dtype,
-                           with_lanes)
+                           Select, SeqStmt, Stmt, Var, children, int_range, is_bool, is_float, is_int, lanes_of,
+                           tir_dtype, with_lanes)
 from irtool.syntax.diagnostics import DiagnosticError
 
 
@@ -121,6 +119,7 @@ class _Verifier:
         if loop.kind not in LOOP_KINDS:
             raise self.fail(f"unknown loop kind `{loop.kind}`", loop.span)
         var = loop.var
+        self.check_dtype(var.dtype, var.span or loop.span)
         if not is_int(var.dtype) or lanes_of(var.dtype) != 1:
             raise self.fail(f"loop variable `%{var.name}` must be a scalar integer, not {var.dtype}", var.span)
         for bound in (loop.begin, loop.end):
@@ -175,7 +174,7 @@ class _Verifier:
             self.check_dtype(node.dtype, span)
             if not is_int(node.dtype) and not is_bool(node.dtype) or lanes_of(node.dtype) != 1:
                 raise self.fail(f"an integer literal cannot have dtype {node.dtype}", span)
-            low, high = (0, 1) if is_bool(node.dtype) else (int(np.iinfo(node.dtype).min), int(np.iinfo(node.dtype).max))
+            low, high = int_range(node.dtype)
             if not low <= node.value <= high:
                 raise self.fail(f"literal {node.value} is out of range for {node.dtype}", span)
         elif isinstance(node, FloatImm):

@@ -92,6 +92,7 @@ class CompiledPrimFunc:
         verify_primfunc(func, name)
         self.func = func
         try:
+            self.arg_dtypes = [numpy_dtype(p.dtype) for p in func.params]
             self.source, namespace = _Translator(func).translate()
         except ValueError as exc:   # a dtype numpy lacks (bfloat16)
             raise DiagnosticError(str(exc), func.span) from None
@@ -107,8 +108,7 @@ class CompiledPrimFunc:
         params = self.func.params
         if len(buffers) != len(params):
             raise DiagnosticError(f"the function takes {len(params)} buffer(s), {len(buffers)} given", self.func.span)
-        for buf, arr in zip(params, buffers):
-            want = numpy_dtype(buf.dtype)
+        for buf, want, arr in zip(params, self.arg_dtypes, buffers):
             if not isinstance(arr, np.ndarray) or arr.dtype != want or arr.shape != array_shape(buf):
                 got = f"{arr.dtype} array of shape {arr.shape}" if isinstance(arr, np.ndarray) else type(arr).__name__
                 raise DiagnosticError(f"buffer `%{buf.name}` needs a {want} array of shape {array_shape(buf)}, "
@@ -140,6 +140,7 @@ class _Translator:
         self.temps = 0
         # Loop variables with literal bounds: id -> (begin, end), to skip provably redundant checks.
         self.loop_ranges: dict[int, tuple[int, int]] = {}
+        self.where: Span | None = func.span   # the span of the statement being translated
         self.namespace: dict[str, object] = {
             "np": np, "_fail": self.fail, "_floordiv": _floordiv, "_floormod": _floormod, "_truncdiv": _truncdiv,
             "_oob": self.out_of_bounds, "_vcheck": _vector_check,
@@ -157,7 +158,8 @@ class _Translator:
         return DiagnosticError(f"index {index} is out of bounds for {text}", span)
 
     def site(self, span: Span | None, text: str) -> int:
-        self.spans.append((span, text))
+        """Registers an error site; a node built without a span reports its statement's."""
+        self.spans.append((span or self.where, text))
         return len(self.spans) - 1
 
     def name(self, obj: Var | Buffer, prefix: str) -> str:
@@ -187,6 +189,7 @@ class _Translator:
             if isinstance(stmt, str):
                 self.lines.append(pad + stmt)
                 continue
+            self.where = stmt.span or self.where
             if isinstance(stmt, SeqStmt):
                 stack.extend((s, depth) for s in reversed(stmt.stmts))
             elif isinstance(stmt, For):

@@ -11,6 +11,7 @@ in `grammar/tir.lark` and `docs/tir.md`.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Union
 
 import numpy as np
@@ -30,14 +31,15 @@ SYMBOL_OPS = {symbol: op for op, symbol in INFIX_SYMBOLS.items()}
 INTRINSICS = {"exp": 1, "exp2": 1, "log": 1, "log2": 1, "log10": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1,
               "sigmoid": 1, "erf": 1, "fabs": 1, "floor": 1, "ceil": 1, "round": 1, "trunc": 1, "sin": 1,
               "cos": 1, "pow": 2, "fma": 3}
-_NUMPY_FLOATS = ("float16", "float32", "float64")
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
 SCOPES = ("global", "local")
 
-
+# Bit widths a dtype may have; float literals are kept rounded to the widths numpy has.
 _WIDTHS = {"int": (8, 16, 32, 64), "uint": (8, 16, 32, 64), "float": (16, 32, 64), "bfloat": (16,), "bool": (1,)}
+_NUMPY_FLOATS = ("float16", "float32", "float64")
 
 
+@lru_cache(maxsize=None)
 def tir_dtype(name: str) -> str | None:
     """The canonical dtype a TIR type name denotes (`int` is int32, `float32x16` a vector), or None
     for a name that is not a dtype with a machine type (`float33`)."""
@@ -50,18 +52,30 @@ def tir_dtype(name: str) -> str | None:
     return dtype if bits in _WIDTHS.get(base, ()) and lanes >= 1 else None
 
 
+@lru_cache(maxsize=None)
 def lanes_of(dtype: str) -> int:
     return dtype_bits(dtype)[1]
 
 
+@lru_cache(maxsize=None)
 def element_of(dtype: str) -> str:
     """The scalar dtype of one lane: `float32x16` -> `float32`."""
     return dtype.split("x", 1)[0]
 
 
+@lru_cache(maxsize=None)
 def with_lanes(dtype: str, lanes: int) -> str:
     base = element_of(dtype)
     return base if lanes == 1 else f"{base}x{lanes}"
+
+
+@lru_cache(maxsize=None)
+def int_range(dtype: str) -> tuple[int, int]:
+    """The values a scalar integer or bool dtype holds, inclusive."""
+    if dtype == "bool":
+        return 0, 1
+    info = np.iinfo(dtype)
+    return int(info.min), int(info.max)
 
 
 def is_int(dtype: str) -> bool:

@@ -62,8 +62,8 @@ def _flatten_value(v: TEValue) -> list[Tensor]:
 
 
 def _rebuild(t: Type, leaves: list[Tensor], pos: int) -> tuple[TEValue, int]:
-    """A TE value of tuple type `t` from consecutive leaves (iterative over nesting is not needed:
-    parameter types nest shallowly and are bounded by the text)."""
+    """A TE value of (tuple) type `t` from consecutive leaves; recursion only follows the nesting
+    of one parameter's type, which is as deep as its written annotation."""
     if isinstance(t, TupleType):
         fields = []
         for f in t.fields:

@@ -7,20 +7,23 @@ PrimFunc body: one loop nest per output; `Compute` tensors are inlined at the po
 `Reduce` read at the nest's own index accumulates in a local buffer inside that nest (so its
 elementwise consumers run on the accumulator), and one read anywhere else becomes a stage of
 its own (an allocated buffer computed before). A `Compute` marked `stage=True` (padding) is
-always its own stage.
+always its own stage. Element expressions are memoised per nest and index (common
+subexpressions are built once), and chains of inlined tensors are evaluated by an explicit
+work stack, never by Python recursion proportional to the group's size.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import numpy as np
 
 from irtool.ir.tir import (Allocate, BinaryOp, Buffer, BufferLoad, BufferStore, Cast, FloatImm, For, IntImm,
-                           PrimExpr, Select, Stmt, Var, is_bool, is_float, seq)
+                           PrimExpr, Select, Stmt, Var, children, is_bool, is_float, seq)
 
 Idx = tuple[PrimExpr, ...]
+_T = TypeVar("_T")
 INDEX = "int32"
 
 
@@ -50,20 +53,31 @@ class Placeholder(Tensor):
 
 
 class Compute(Tensor):
-    """Element = `fcompute(ctx, idx)` (pure; inlined where read; inputs are read with `ctx.load`).
+    """Element = `fcompute(ctx, idx)`, inlined where read; inputs are read with `ctx.load`.
 
-    `pointwise` lists the inputs `fcompute` reads at exactly `idx` (elementwise ops): the builder
-    evaluates chains of those bottom-up without recursion, so long fused chains stay flat.
+    `fcompute` must be pure apart from those loads: the builder may run it more than once.
     """
 
-    __slots__ = ("fcompute", "pointwise", "stage")
+    __slots__ = ("fcompute", "stage")
 
     def __init__(self, shape: Sequence[int], dtype: str, fcompute: Callable[[Element, Idx], PrimExpr],
-                 name: str = "T", pointwise: Sequence[Tensor] = (), stage: bool = False) -> None:
+                 name: str = "T", stage: bool = False) -> None:
         super().__init__(shape, dtype, name)
         self.fcompute = fcompute
-        self.pointwise = tuple(pointwise)
         self.stage = stage
+
+
+class Concat(Compute):
+    """A concatenation: inlined as a `select` chain where read, but written piece by piece (one
+    nest per part, no selects) when it is an output or a stage of its own."""
+
+    __slots__ = ("parts", "axis")
+
+    def __init__(self, shape: Sequence[int], dtype: str, fcompute: Callable[[Element, Idx], PrimExpr],
+                 parts: Sequence[Tensor], axis: int) -> None:
+        super().__init__(shape, dtype, fcompute, "concatenate")
+        self.parts = tuple(parts)
+        self.axis = axis
 
 
 class Reduce(Tensor):
@@ -158,7 +172,11 @@ def all_of(conds: Sequence[PrimExpr]) -> PrimExpr | None:
 
 
 def in_range(a: PrimExpr, low: int, high: int) -> list[PrimExpr]:
-    """Conditions for low <= a < high, without the ones that always hold for a loop index."""
+    """Conditions for low <= a < high; a constant offset moves to the bounds (`i >= 1`, not
+    `i - 1 >= 0`)."""
+    if type(a) is BinaryOp and a.op in ("add", "sub") and type(a.b) is IntImm:  # type: ignore[attr-defined]
+        shift = a.b.value if a.op == "sub" else -a.b.value  # type: ignore[attr-defined]
+        a, low, high = a.a, low + shift, high + shift  # type: ignore[attr-defined]
     return [cmp("ge", a, low), cmp("lt", a, high)]
 
 
@@ -206,7 +224,6 @@ class Element:
         self.vars = loop_vars
         self.prelude: list[Stmt] = []
         self.locals: list[Buffer] = []
-        self.reduced: dict[int, PrimExpr] = {}
 
     def load(self, t: Tensor, idx: Sequence[PrimExpr]) -> PrimExpr:
         return self.builder.load(t, tuple(idx), self)
@@ -217,9 +234,6 @@ class Element:
         self.locals.append(buf)
         self.prelude.append(BufferStore(buf, (const(0),), init))
         return buf
-
-    def emit(self, stmt: Stmt) -> None:
-        self.prelude.append(stmt)
 
     def loop(self, extents: Sequence[int], names: Sequence[str],
              body: Callable[[Idx], Stmt | list[Stmt]]) -> None:
@@ -240,6 +254,33 @@ def acc_store(acc: Buffer, value: PrimExpr) -> Stmt:
     return BufferStore(acc, (const(0),), value)
 
 
+class _Need(Exception):
+    """Raised inside a Compute's `fcompute`: input `tensor` at `idx` must be evaluated first."""
+
+    def __init__(self, tensor: Compute, idx: Idx) -> None:
+        super().__init__()
+        self.tensor = tensor
+        self.idx = idx
+
+
+def index_key(idx: Idx) -> tuple[object, ...]:
+    """A structural key of index expressions (variables by identity), built without recursion."""
+    out: list[object] = []
+    stack: list[object] = list(reversed(idx))
+    while stack:
+        e = stack.pop()
+        t = type(e)
+        if t is Var:
+            out.append(id(e))
+        elif t is IntImm:
+            out.append((e.value, e.dtype))  # type: ignore[attr-defined]
+        else:
+            out.append((t.__name__, getattr(e, "op", None), getattr(e, "dtype", None),
+                        id(getattr(e, "buffer", None))))
+            stack.extend(reversed(children(e)))  # type: ignore[arg-type]
+    return tuple(out)
+
+
 class Builder:
     """Lowers tensor expressions into statements for one PrimFunc."""
 
@@ -248,7 +289,7 @@ class Builder:
         self.materialized: dict[int, Buffer] = {}
         # (tensor, element, index identity) -> (keep-alive, value): CSE of inlined elements.
         self.memo: dict[tuple[int, ...], tuple[object, PrimExpr]] = {}
-        self.counter = itertools.count()
+        self.in_compute = False
 
     def fresh_var(self, name: str) -> Var:
         return Var(name, INDEX)
@@ -259,48 +300,62 @@ class Builder:
         buf = self.materialized.get(id(t))
         if buf is not None:
             return BufferLoad(buf, idx)
-        key = (id(t), id(ctx), *map(id, idx))
+        key = (id(t), id(ctx), index_key(idx))
         hit = self.memo.get(key)
         if hit is not None:
             return hit[1]
-        if type(t) is Compute and t.stage:  # type: ignore[attr-defined]
-            return BufferLoad(self.materialize(t), idx)
-        if type(t) is Reduce and not (len(idx) == len(ctx.vars) and all(a is b for a, b in zip(idx, ctx.vars))):
-            return BufferLoad(self.materialize(t), idx)
-        value = self.evaluate(t, idx, ctx)
+        if isinstance(t, Compute) and t.stage:
+            return BufferLoad(self.outside_compute(self.materialize, t), idx)
+        if isinstance(t, Compute):
+            if self.in_compute:  # let the driver evaluate it first, then re-run the reader
+                raise _Need(t, idx)
+            return self.evaluate(t, idx, ctx)
+        if not (len(idx) == len(ctx.vars) and all(a is b for a, b in zip(idx, ctx.vars))):
+            return BufferLoad(self.outside_compute(self.materialize, t), idx)
+        value = self.outside_compute(t.fbody, ctx, idx)  # type: ignore[attr-defined]
         self.memo[key] = (idx, value)
         return value
 
+    def outside_compute(self, fn: Callable[..., _T], *args: object) -> _T:
+        """Runs `fn` (a reduction body, a stage) as a fresh evaluation, not as part of a reader."""
+        saved, self.in_compute = self.in_compute, False
+        try:
+            return fn(*args)
+        finally:
+            self.in_compute = saved
+
     def evaluate(self, t: Tensor, idx: Idx, ctx: Element) -> PrimExpr:
-        """The element of a Compute or Reduce at `idx`, emitting what it needs into `ctx`."""
-        if type(t) is Compute:
-            for dep in self._unevaluated_chain(t, idx, ctx):  # type: ignore[arg-type]
-                self.memo[(id(dep), id(ctx), *map(id, idx))] = (idx, dep.fcompute(ctx, idx))
-            return t.fcompute(ctx, idx)  # type: ignore[attr-defined]
-        return t.fbody(ctx, idx)  # type: ignore[attr-defined]
+        """The element of `t` at `idx`, emitting what it needs into `ctx`.
 
-    def _unevaluated_chain(self, root: Compute, idx: Idx, ctx: Element) -> list[Compute]:
-        """The inlinable pointwise inputs of `root` not yet evaluated at `idx`, inputs first.
-
-        Evaluating them in this order before `root` means every `fcompute` finds its pointwise
-        inputs memoised, so a long elementwise chain never recurses.
+        A Compute reading an unevaluated Compute raises `_Need`; the reader is re-run once the
+        input is memoised. The pending readers live on an explicit stack, so a long chain of
+        fused operators (elementwise or index-changing) never recurses in Python.
         """
-        tail = (id(ctx), *map(id, idx))
-        order: list[Compute] = []
-        seen: set[int] = {id(root)}
-        stack: list[tuple[Compute, bool]] = [(root, False)]
-        while stack:
-            t, expanded = stack.pop()
-            if expanded:
-                order.append(t)
-                continue
-            stack.append((t, True))
-            for dep in t.pointwise:
-                if (type(dep) is Compute and not dep.stage and id(dep) not in seen  # type: ignore[attr-defined]
-                        and id(dep) not in self.materialized and (id(dep), *tail) not in self.memo):
-                    seen.add(id(dep))
-                    stack.append((dep, False))  # type: ignore[arg-type]
-        return order[:-1]
+        if not isinstance(t, Compute):
+            return self.load(t, idx, ctx)
+        stack: list[tuple[Compute, Idx]] = [(t, idx)]
+        value: PrimExpr | None = None
+        saved, self.in_compute = self.in_compute, True
+        try:
+            while stack:
+                cur, at = stack[-1]
+                key = (id(cur), id(ctx), index_key(at))
+                hit = self.memo.get(key)
+                if hit is not None:
+                    value = hit[1]
+                    stack.pop()
+                    continue
+                try:
+                    value = cur.fcompute(ctx, at)
+                except _Need as need:
+                    stack.append((need.tensor, need.idx))
+                    continue
+                self.memo[key] = (at, value)
+                stack.pop()
+        finally:
+            self.in_compute = saved
+        assert value is not None
+        return value
 
     def materialize(self, t: Tensor) -> Buffer:
         """Computes `t` into a buffer of its own, as a stage before the consumer."""
@@ -312,13 +367,24 @@ class Builder:
 
     def nest(self, t: Tensor, out: Buffer) -> Stmt:
         """A loop nest storing every element of `t` into `out`."""
+        if type(t) is Concat:
+            nests, offset = [], 0
+            for part in t.parts:  # type: ignore[attr-defined]
+                nests.append(self.nest_into(part, out, t.axis, offset))  # type: ignore[attr-defined]
+                offset += part.shape[t.axis]  # type: ignore[attr-defined]
+            return seq(nests)
+        return self.nest_into(t, out, 0, 0)
+
+    def nest_into(self, t: Tensor, out: Buffer, axis: int, offset: int) -> Stmt:
+        """Stores `t` into `out`, shifted by `offset` along `axis`."""
         names = [f"i{k}" for k in range(t.ndim)]
         loop_vars = tuple(self.fresh_var(n) for n in names)
         ctx = Element(self, loop_vars)
-        value = self.load(t, loop_vars, ctx) if type(t) is Placeholder else self.evaluate(t, loop_vars, ctx)
+        value = self.evaluate(t, loop_vars, ctx) if isinstance(t, Compute) else self.load(t, loop_vars, ctx)
         if value.dtype != out.dtype:
             value = cast(out.dtype, value)
-        body: Stmt = seq([*ctx.prelude, BufferStore(out, loop_vars, value)])
+        where = loop_vars[:axis] + (add(loop_vars[axis], offset),) + loop_vars[axis + 1:] if offset else loop_vars
+        body: Stmt = seq([*ctx.prelude, BufferStore(out, where, value)])
         for buf in reversed(ctx.locals):
             body = Allocate(buf, body)
         for v, e in zip(reversed(loop_vars), reversed(t.shape)):

@@ -655,7 +655,8 @@ class _Printer:
             if attr_text is None:
                 attr_text = self.attr_texts[id(attrs)] = format_attrs(attrs)
             texts.append(attr_text)
-        return f"{memo_get(id(op)) or self.atom(op)}({', '.join(texts)})"
+        callee = op.name if type(op) is Op else memo_get(id(op)) or self.atom(op)
+        return f"{callee}({', '.join(texts)})"
 
     def ready_text(self, value: Expr) -> str | None:
         """The in-place text of a `let` value that needs no hoisting (an atom, a printed node, or

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import numpy as np
-
 from irtool.ir.expr import Attrs
 from irtool.ir.span import Span
 from irtool.ir.tir import (INTRINSICS, LOOP_KINDS, SCOPES, SYMBOL_OPS, Allocate, AssertStmt, BinaryOp, Broadcast,
                            Buffer, BufferLoad, BufferStore, Call, Cast, Evaluate, FloatImm, For, IfExpr, IfThenElse,
-                           IntImm, LetStmt, Not, PrimExpr, PrimFunc, Ramp, Select, Stmt, Var, is_float, is_int,
-                           lanes_of, seq, tir_dtype)
+                           IntImm, LetStmt, Not, PrimExpr, PrimFunc, Ramp, Select, Stmt, Var, int_range, is_float,
+                           is_int, lanes_of, seq, tir_dtype)
 from irtool.syntax.diagnostics import Diagnostic, DiagnosticError, suggest
 from irtool.syntax.lexer import SourceText, Token
 
@@ -313,16 +311,12 @@ def _cast(dtype: str, value: PrimExpr, span: Span) -> PrimExpr:
     """`dtype(value)`: a literal of that dtype when `value` is a literal it can hold exactly, else a Cast."""
     if lanes_of(dtype) == 1:
         if type(value) is IntImm and not is_float(dtype) and value.dtype != "bool":
-            if dtype == "bool" and value.value in (0, 1) or dtype != "bool" and _int_fits(value.value, dtype):
+            low, high = int_range(dtype)
+            if low <= value.value <= high:
                 return IntImm(value.value, dtype, span)
         if type(value) is FloatImm and is_float(dtype):
             return FloatImm(value.value, dtype, span)
     return Cast(dtype, value, span)
-
-
-def _int_fits(value: int, dtype: str) -> bool:
-    info = np.iinfo(dtype)
-    return int(info.min) <= value <= int(info.max)
 
 
 def parse_primfunc(text: str, source_name: str = "<string>") -> PrimFunc:

@@ -9,7 +9,9 @@ to the same binder the IR has. Statements and expressions are walked with explic
 
 from __future__ import annotations
 
+import math
 import re
+from functools import lru_cache
 
 import numpy as np
 
@@ -130,17 +132,18 @@ class _TirPrinter:
     def expr(self, root: PrimExpr) -> str:
         """Expression text with the fewest parentheses that re-parse to the same tree."""
         results: list[tuple[str, int]] = []
-        todo: list[tuple[PrimExpr, bool]] = [(root, False)]
+        todo: list[tuple[PrimExpr, tuple | None]] = [(root, None)]
         while todo:
-            node, ready = todo.pop()
-            kids = children(node)
-            if not ready and kids:
-                todo.append((node, True))
-                todo.extend((kid, False) for kid in reversed(kids))
-                continue
-            args = results[len(results) - len(kids):] if kids else []
-            if kids:
-                del results[-len(kids):]
+            node, kids = todo.pop()
+            if kids is None:
+                kids = children(node)
+                if kids:
+                    todo.append((node, kids))
+                    todo.extend((kid, None) for kid in reversed(kids))  # type: ignore[misc]
+                    continue
+            n = len(kids)
+            args = results[len(results) - n:]
+            del results[len(results) - n:]
             results.append(self.combine(node, args))
         return results[0][0]
 
@@ -190,13 +193,18 @@ def _int_text(node: IntImm) -> str:
 
 
 def _float_text(node: FloatImm) -> str:
-    suffix = _FLOAT_SUFFIX.get(node.dtype)
-    value = node.value
-    if suffix is None or np.isinf(value) and node.dtype != "float32":
-        inner = ("-inff" if value < 0 else "inff") if np.isinf(value) else f"{repr(value)}f64"
-        return f"{node.dtype}({inner})"
-    if np.isnan(value):
+    if math.isnan(node.value):
         raise DiagnosticError("a NaN literal has no text form", node.span)
-    if np.isinf(value):
+    return _float_literal(node.value, math.copysign(1.0, node.value), node.dtype)
+
+
+@lru_cache(maxsize=4096)
+def _float_literal(value: float, sign: float, dtype: str) -> str:
+    """Cached on (value, sign, dtype): `-0.0 == 0.0`, so the sign is part of the key."""
+    suffix = _FLOAT_SUFFIX.get(dtype)
+    if suffix is None or math.isinf(value) and dtype != "float32":
+        inner = ("-inff" if value < 0 else "inff") if math.isinf(value) else f"{repr(value)}f64"
+        return f"{dtype}({inner})"
+    if math.isinf(value):
         return "inff" if value > 0 else "-inff"
-    return float_text(np.dtype(node.dtype).type(value)) + suffix
+    return float_text(np.dtype(dtype).type(value)) + suffix

@@ -34,7 +34,7 @@ def commented_programs(draw: st.DrawFn) -> tuple[IRModule, str, list[str]]:
         if number < code_end and line.strip() and draw(st.booleans()):
             text = _comment(draw, len(texts))
             texts.append(text)
-            line += " " * draw(st.integers(0, 2)) + text
+            line += " " * draw(st.integers(1, 2)) + text   # `Cons//` would be one name
         out.append(line)
     return mod, "\n".join(out), texts
 

@@ -6,6 +6,7 @@ the plan; the plan survives printing and re-parsing; running `main` with every i
 tensor stored in a shared byte arena at its planned offset gives exactly the plain interpreter's
 outputs (a wrong overlap would overwrite a live tensor); and the arena sizes obey the liveness
 bounds (no plan below the lower bound without in-place reuse, `none` equal to the no-reuse total).
+Half the programs get concatenations of their results so that concatenate-in-place is exercised.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from irtool.analysis.memory_plan import read_plan
 from irtool.analysis.typecheck import infer_types
 from irtool.eval.arena import run_with_plan
 from irtool.eval.interpreter import run_function
-from irtool.ir import IRModule, structural_equal
+from irtool.ir import (Call, Expr, Function, IRModule, Op, TensorType, Tuple, TupleGetItem, TupleType,
+                       structural_equal)
 from irtool.passes import run
 from irtool.passes.verify_memory_plan import check_memory_plan
 from irtool.syntax.parser import parse
@@ -50,13 +52,35 @@ def _inputs(mod: IRModule, seed: int) -> list[np.ndarray]:
     return out
 
 
+def with_concatenations(mod: IRModule) -> IRModule:
+    """`main` with its result also concatenated with itself along axis 0 (slices are contiguous
+    there), so concatenate-in-place has work: `(r, concatenate((r, r)))` for a tensor `r`, or the
+    concatenation of a tuple's first two fields when they have one shape."""
+    func = mod.functions["main"]
+    infer_types(mod)
+    body = func.body
+    t = body.checked_type
+    if isinstance(t, TensorType) and t.shape:
+        new_body: Expr = Tuple([body, Call(Op("concatenate"), [Tuple([body, body])])])
+    elif isinstance(t, TupleType) and len(t.fields) >= 2 and t.fields[0] == t.fields[1] and t.fields[0].shape:
+        joined = Call(Op("concatenate"), [Tuple([TupleGetItem(body, 0), TupleGetItem(body, 1)])])
+        new_body = Tuple([body, joined])
+    else:
+        return mod
+    out = mod.copy()
+    out.functions["main"] = Function(func.params, new_body, None, func.type_params, func.attrs, func.span)
+    return out
+
+
 @settings(deadline=None)
 @given(dataflow_programs(max_ops=16), st.sampled_from(["greedy-by-size", "tvm-greedy", "none"]),
-       st.sampled_from([0, 2]), st.booleans(), st.sampled_from([1, 16, 64]), st.integers(0, 2**16))
+       st.sampled_from([0, 2]), st.booleans(), st.booleans(), st.sampled_from([1, 16, 64]), st.integers(0, 2**16))
 def test_plans_are_valid_and_keep_outputs(mod: IRModule, algorithm: str, opt_level: int, in_place: bool,
-                                          alignment: int, seed: int) -> None:
+                                          concat: bool, alignment: int, seed: int) -> None:
+    mod = with_concatenations(mod) if concat else mod
+    reuse = f" in-place={in_place} concat-in-place={concat}" if algorithm == "greedy-by-size" else ""
     planned = run(mod, f"fuse-ops{{opt-level={opt_level}}},"
-                       f"plan-memory{{algorithm={algorithm} alignment={alignment} in-place={in_place}}}")
+                       f"plan-memory{{algorithm={algorithm} alignment={alignment}{reuse}}}")
     assert check_memory_plan(planned)  # run() verified it too; this states it
 
     reparsed = parse(print_program(planned))
@@ -78,8 +102,8 @@ def test_plans_are_valid_and_keep_outputs(mod: IRModule, algorithm: str, opt_lev
     lower = sum(live.lower_bound().values())
     if algorithm == "none":
         assert plan.workspace_bytes() == live.no_reuse_bytes()
-    elif not in_place or algorithm == "tvm-greedy":
+    elif reuse == "" or not (in_place or concat):
         assert plan.workspace_bytes() >= lower
-    if algorithm == "greedy-by-size" and alignment == 1 and not in_place:
+    if algorithm == "greedy-by-size" and alignment == 1 and not (in_place or concat):
         # Offsets never exceed what no reuse would need.
         assert plan.workspace_bytes() <= live.no_reuse_bytes()

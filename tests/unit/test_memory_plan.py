@@ -154,6 +154,57 @@ def @main(%x: Tensor[(16), float32]) {
     check_plan(live, plan)
 
 
+CONCAT_TWICE = """
+def @main(%x: Tensor[(1, 4, 4, 4), float32]) {
+  %0 = exp(%x);
+  %1 = sqrt(%x);
+  %2 = concatenate((%0, %1), axis=1);
+  %3 = negative(%2);
+  %4 = concatenate((%3, %0), axis=1);
+  (%4, %1)
+}
+"""
+
+
+def test_concat_in_place_puts_inputs_in_their_slices() -> None:
+    live = live_of(CONCAT_TWICE)
+    a, b, c, d, e = (t.index for t in live.planned())
+    assert [live.steps[live.tensors[t].step].concat_offsets for t in (c, e)] == [[0, 256], [0, 512]]
+    assert sum(live.lower_bound().values()) == 1792
+    plan = plan_greedy_by_size(live, concat_in_place=True)
+    check_plan(live, plan)
+    # a and b inside c; d inside e (a is already in c); see plan-memory/concat-in-place.relay.
+    assert [plan.placement[t][1] for t in (a, b, c, d, e)] == [768, 1024, 768, 0, 0]
+    assert plan.workspace_bytes() == 1280
+    x = np.random.default_rng(1).uniform(0.5, 2, (1, 4, 4, 4)).astype(np.float32)
+    mod = run(parse(CONCAT_TWICE), "fuse-ops{opt-level=0},plan-memory{concat-in-place=true}")
+    for got, want in zip(run_with_plan(mod, [x]), run_function(parse(CONCAT_TWICE), [x])):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_concat_in_place_needs_contiguous_slices() -> None:
+    # Along axis 1 of a (2, 4) result the inputs interleave row by row: no in-place slices.
+    live = live_of("""
+def @main(%x: Tensor[(2, 4), float32]) {
+  %0 = exp(%x);
+  %1 = sqrt(%x);
+  concatenate((%0, %1), axis=1)
+}""")
+    assert live.steps[-1].concat_offsets is None
+    assert plan_greedy_by_size(live, concat_in_place=True).workspace_bytes() == \
+        plan_greedy_by_size(live).workspace_bytes()
+
+
+def test_checker_allows_only_exact_concat_slices() -> None:
+    live = live_of(CONCAT_TWICE)
+    a, b, c, d, e = (t.index for t in live.planned())
+    plan = plan_greedy_by_size(live, concat_in_place=True)
+    sid, off = plan.placement[b]
+    plan.placement[b] = (sid, off - 64)  # inside c, but not at its slice: overlaps a
+    with pytest.raises(DiagnosticError, match="overlaps"):
+        check_plan(live, plan)
+
+
 def test_plans_are_per_device() -> None:
     text = """
 def @main(%x: Tensor[(16), float32]) {
@@ -241,6 +292,8 @@ def test_options_are_checked() -> None:
         run(parse(CHAIN), "fuse-ops,plan-memory{alignment=48}")
     with pytest.raises(DiagnosticError, match="run fuse-ops first"):
         run(parse(CHAIN), "plan-memory")
+    with pytest.raises(DiagnosticError, match="apply to greedy-by-size"):
+        run(parse(CHAIN), "fuse-ops,plan-memory{algorithm=tvm-greedy in-place=true}")
 
 
 def test_replanning_replaces_the_old_plan() -> None:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from irtool.analysis.tir_verify import verify_primfunc
-from irtool.ir.tir import (Allocate, AssertStmt, BinaryOp, Broadcast, BufferLoad, BufferStore, Call, Cast,
+from irtool.ir.span import Span
+from irtool.ir.tir import (Allocate, AssertStmt, BinaryOp, Broadcast, Buffer, BufferLoad, BufferStore, Call, Cast,
                            Evaluate, FloatImm, For, IfExpr, IfThenElse, IntImm, LetStmt, Not, PrimFunc, Ramp, Select,
                            SeqStmt, Var)
 from irtool.syntax.diagnostics import DiagnosticError
@@ -249,3 +250,28 @@ def test_the_examples_in_docs_tir_md_parse_verify_and_print_as_written() -> None
         for name, func in mod.functions.items():
             verify_primfunc(func, name)
         assert print_module(mod) == text
+
+
+@pytest.mark.parametrize(("literal", "text"), [
+    (IntImm(-128, "int8"), "-128i8"), (IntImm(7, "int16"), "7i16"), (IntImm(2**40, "int64"), "1099511627776i64"),
+    (IntImm(4294967295, "uint32"), "uint32(4294967295)"), (IntImm(1, "bool"), "True"),
+    (FloatImm(0.1, "float32"), "0.1f"), (FloatImm(-0.0, "float64"), "-0f64"), (FloatImm(1e-05, "float16"), "1e-05f16"),
+    (FloatImm(float("inf"), "float16"), "float16(inff)"), (FloatImm(float("-inf"), "float64"), "float64(-inff)"),
+    (FloatImm(float("-inf"), "float32"), "-inff"), (FloatImm(1.5, "bfloat16"), "bfloat16(1.5f64)"),
+])
+def test_literals_of_every_dtype_print_and_read_back(literal: IntImm | FloatImm, text: str) -> None:
+    buf = Buffer("A", (), literal.dtype)
+    func = PrimFunc([buf], BufferStore(buf, [], literal))
+    printed = print_primfunc("k", func)
+    assert printed == f"primfn @k(%A: Buffer[(), {literal.dtype}]) {{\n  %A[] = {text};\n}}\n"
+    back = parse_primfunc(printed, "lit.tir").body.value
+    assert type(back) is type(literal) and back.dtype == literal.dtype
+    assert repr(back.value) == repr(literal.value)
+
+
+def test_a_nan_literal_is_a_located_print_error() -> None:
+    buf = Buffer("A", (), "float32")
+    span = Span("nan.tir", 3, 5, 3, 9)
+    with pytest.raises(DiagnosticError, match="NaN literal has no text form") as info:
+        print_primfunc("k", PrimFunc([buf], BufferStore(buf, [], FloatImm(float("nan"), "float32", span))))
+    assert info.value.span == span

@@ -42,15 +42,13 @@ def broadcast_index(t: Tensor, idx: Idx) -> Idx:
 
 
 def elementwise(out: Type, inputs: Sequence[Tensor], f: Callable[..., PrimExpr], name: str) -> Compute:
-    """A broadcasting elementwise result; `f` gets one element of each input. Inputs of the
-    output's shape are read at the very same index, so chains of them are evaluated flat."""
+    """A broadcasting elementwise result; `f` gets one element of each input."""
     shape = shape_of(out)
     same = [t.shape == shape for t in inputs]
 
     def fcompute(ctx: Element, idx: Idx) -> PrimExpr:
         return f(*(ctx.load(t, idx if s else broadcast_index(t, idx)) for t, s in zip(inputs, same)))
-    return Compute(shape, out_tensor_type(out).dtype, fcompute, name,
-                   pointwise=[t for t, s in zip(inputs, same) if s])
+    return Compute(shape, out_tensor_type(out).dtype, fcompute, name)
 
 
 def float_type_for(dtype: str) -> str:

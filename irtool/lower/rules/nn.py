@@ -132,7 +132,7 @@ def _along_axis(name: str, combine: Callable[[PrimExpr, PrimExpr], PrimExpr]) ->
         x, v = args
         axis = int(attrs["axis"]) % x.ndim  # type: ignore[arg-type]
         return Compute(x.shape, x.dtype, lambda ctx, idx: combine(ctx.load(x, idx), ctx.load(v, (idx[axis],))),
-                       name.replace("nn.", ""), pointwise=[x])
+                       name.replace("nn.", ""))
 
 
 _along_axis("nn.bias_add", lambda x, b: BinaryOp("add", x, b))
@@ -243,6 +243,10 @@ def _pool(name: str, is_max: bool) -> None:
         top, left, bottom, right = padding4(attrs["padding"])
         include_pad = bool(attrs.get("count_include_pad", False))
         fill = imm(-np.inf if is_float(dt) else np.iinfo(dt).min, dt) if is_max else imm(0, dt)
+        oh, ow = (shape_of(out)[ol.index(a)] for a in "HW")
+        # (lowest, highest) window position along each axis, relative to the unpadded data.
+        ext_h = (-top, (oh - 1) * sh + (kh - 1) * dh - top)
+        ext_w = (-left, (ow - 1) * sw + (kw - 1) * dw - left)
 
         def fbody(ctx: Element, idx: Idx) -> PrimExpr:
             bn, ch, oy, ox = (idx[ol.index(a)] for a in "NCHW")
@@ -253,13 +257,16 @@ def _pool(name: str, is_max: bool) -> None:
                 ry, rx = r
                 y = sub(add(mul(oy, sh), mul(ry, dh)), top)
                 xx = sub(add(mul(ox, sw), mul(rx, dw)), left)
-                inside = all_of([*in_range(y, 0, h), *in_range(xx, 0, w)])
-                v = ctx.load(x, _in_layout((bn, ch, clamp(y, 0, h - 1), clamp(xx, 0, w - 1)), "NCHW", layout))
+                checks = [*_bounds(y, ext_h, h), *_bounds(xx, ext_w, w)]
+                v = ctx.load(x, _in_layout((bn, ch, clamp(y, 0, h - 1) if checks else y,
+                                            clamp(xx, 0, w - 1) if checks else xx), "NCHW", layout))
+                inside = all_of(checks)
                 v = select(inside, v, fill)
                 stmts = [acc_store(acc, BinaryOp("max" if is_max else "add", acc_load(acc), v))]
                 if count is not None:
                     counted = inside if not include_pad else all_of(
-                        [*in_range(y, -top, h + bottom), *in_range(xx, -left, w + right)])
+                        [*_bounds(add(y, top), (0, ext_h[1] + top), h + top + bottom),
+                         *_bounds(add(xx, left), (0, ext_w[1] + left), w + left + right)])
                     stmts.append(acc_store(count, add(acc_load(count), select(counted, const(1), const(0)))))
                 return stmts
             ctx.loop((kh, kw), ("ry", "rx"), body)
@@ -270,6 +277,13 @@ def _pool(name: str, is_max: bool) -> None:
                 return BinaryOp("div", acc_load(acc), cast(dt, n))
             return cast(dt, BinaryOp("div", cast("float64", acc_load(acc)), cast("float64", n)))
         return Reduce(shape_of(out), dt, fbody, name.replace("nn.", ""))
+
+
+def _bounds(pos: PrimExpr, extent: tuple[int, int], size: int) -> list[PrimExpr]:
+    """The checks that keep `pos` in [0, size), given the range it sweeps (none if always in)."""
+    low, high = extent
+    above, below = in_range(pos, 0, size)
+    return ([above] if low < 0 else []) + ([below] if high >= size else [])
 
 
 _pool("nn.max_pool2d", True)

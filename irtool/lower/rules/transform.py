@@ -8,7 +8,7 @@ import numpy as np
 from irtool.ir.tir import BinaryOp, PrimExpr
 from irtool.ir.types import Type
 from irtool.lower.rules._rule import Attrs, Rule, out_tensor_type, rule, shape_of
-from irtool.lower.te import (Compute, Element, Idx, Tensor, add, all_of, cast, clamp, cmp, const, floordiv,
+from irtool.lower.te import (Compute, Concat, Element, Idx, Tensor, add, all_of, cast, clamp, cmp, const, floordiv,
                              floormod, imm, in_range, mul, ravel, select, sub, unravel)
 from irtool.ops.definitions.transform import _factors, _layouts, _primals, _slices, _transpose_axes
 
@@ -61,7 +61,7 @@ def _concatenate(args: list, attrs: Attrs, out: Type) -> Tensor:
             value = load if value is None else select(cmp("lt", i, off + t.shape[axis]), load, value)
         assert value is not None
         return value
-    return Compute(shape, out_tensor_type(out).dtype, f, "concatenate")
+    return Concat(shape, out_tensor_type(out).dtype, f, parts, axis)
 
 
 def _slice_tensor(x: Tensor, axis: int, start: int, step: int, shape: tuple[int, ...], name: str) -> Tensor:

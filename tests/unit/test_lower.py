@@ -1,0 +1,242 @@
+"""The `lower` pass: the shape of lowered modules (docs/lowering.md) and what it refuses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from irtool.eval.interpreter import flatten_value, run_function
+from irtool.ir import Call, GlobalVar, IRModule, Op, Tuple, TupleGetItem
+from irtool.ir.tir import Allocate, BufferStore, For, PrimFunc, children
+from irtool.ir.visitor import post_order
+from irtool.lower.signature import primfunc_type
+from irtool.passes import run
+from irtool.syntax.diagnostics import DiagnosticError
+from irtool.syntax.parser import parse_module
+
+HEADER = '#[version = "0.0.5"]\n'
+
+
+def lowered(text: str, pipeline: str = "fuse-ops,lower") -> IRModule:
+    return run(parse_module(HEADER + text), pipeline)
+
+
+def kernels(mod: IRModule) -> dict[str, PrimFunc]:
+    return {n: f for n, f in mod.functions.items() if isinstance(f, PrimFunc)}  # type: ignore[misc]
+
+
+def tir_nodes(func: PrimFunc) -> list[object]:
+    out: list[object] = []
+    stack: list[object] = [func.body]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        stack.extend(children(node))  # type: ignore[arg-type]
+    return out
+
+
+def main_calls(mod: IRModule) -> list[Call]:
+    return [n for n in post_order(mod["main"].body) if isinstance(n, Call)]
+
+
+def same_outputs(text: str, pipeline_before: str = "fuse-ops") -> None:
+    before = run(parse_module(HEADER + text), pipeline_before)
+    after = run(before, "lower")
+    rng = np.random.default_rng(7)
+    args = [rng.standard_normal(tuple(p.type_annotation.shape)).astype(p.type_annotation.dtype)  # type: ignore[union-attr]
+            for p in before["main"].params]
+    for g, w in zip(flatten_value(run_function(after, args)), flatten_value(run_function(before, args))):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+CONV_BIAS_RELU = """
+def @main(%x: Tensor[(1, 2, 5, 5), float32], %w: Tensor[(3, 2, 3, 3), float32], %b: Tensor[(3), float32]) {
+  %0 = nn.conv2d(%x, %w, padding=[1, 1, 1, 1]);
+  %1 = nn.bias_add(%0, %b);
+  nn.relu(%1)
+}
+"""
+
+
+def test_conv_bias_relu_is_one_kernel_with_a_pad_stage_and_a_local_accumulator() -> None:
+    mod = lowered(CONV_BIAS_RELU)
+    (name, func), = kernels(mod).items()
+    assert name == "fused_nn_conv2d_nn_bias_add_nn_relu"
+    allocs = [n for n in tir_nodes(func) if isinstance(n, Allocate)]
+    assert sorted((a.buffer.scope, a.buffer.shape) for a in allocs) == [("global", (1, 2, 7, 7)), ("local", (1,))]
+    # Parameters: inputs then the output; the signature Relay sees.
+    assert [p.shape for p in func.params] == [(1, 2, 5, 5), (3, 2, 3, 3), (3,), (1, 3, 5, 5)]
+    sig = primfunc_type(func)
+    assert sig.ret_type == mod["main"].body.checked_type
+    assert list(sig.arg_types) == [p.type_annotation for p in mod["main"].params]
+    (call,) = main_calls(mod)
+    assert isinstance(call.op, Op) and call.op.name == "call_lowered"
+    assert isinstance(call.args[0], GlobalVar) and call.args[0].name_hint == name
+    assert isinstance(call.args[1], Tuple) and list(call.args[1].fields) == list(mod["main"].params)
+    same_outputs(CONV_BIAS_RELU)
+
+
+def test_elementwise_chain_is_one_loop_nest_without_intermediate_buffers() -> None:
+    text = """
+def @main(%a: Tensor[(4, 8), float32], %b: Tensor[(8), float32], %c: Tensor[(4, 1), float32]) {
+  %0 = multiply(%a, %b);
+  %1 = add(%0, %c);
+  %2 = exp(%1);
+  %3 = nn.relu(%2);
+  negative(%3)
+}
+"""
+    mod = lowered(text)
+    (func,) = kernels(mod).values()
+    nodes = tir_nodes(func)
+    assert not any(isinstance(n, Allocate) for n in nodes)
+    assert sum(isinstance(n, For) for n in nodes) == 2
+    assert sum(isinstance(n, BufferStore) for n in nodes) == 1
+    same_outputs(text)
+
+
+def test_softmax_stages_row_max_and_row_sum() -> None:
+    text = "def @main(%x: Tensor[(3, 6), float32]) { nn.softmax(%x) }"
+    (func,) = kernels(lowered(text)).values()
+    allocs = [n.buffer for n in tir_nodes(func) if isinstance(n, Allocate)]
+    assert sorted((b.name, b.shape) for b in allocs if b.scope == "global") == [("max", (3,)), ("sum", (3,))]
+    same_outputs(text)
+
+
+def test_identical_groups_share_one_primfunc() -> None:
+    text = """
+def @main(%x: Tensor[(1, 2, 4, 4), float32], %y: Tensor[(1, 2, 4, 4), float32], %w: Tensor[(2, 2, 3, 3), float32]) {
+  %0 = nn.conv2d(%x, %w, padding=[1, 1]);
+  %1 = nn.relu(%0);
+  %2 = nn.conv2d(%y, %w, padding=[1, 1]);
+  %3 = nn.relu(%2);
+  %4 = nn.conv2d(%y, %w);
+  (%1, %3, %4)
+}
+"""
+    mod = lowered(text)
+    assert sorted(kernels(mod)) == ["fused_nn_conv2d", "fused_nn_conv2d_nn_relu"]
+    targets = [c.args[0].name_hint for c in main_calls(mod) if c.op.name == "call_lowered"]  # type: ignore[union-attr]
+    assert sorted(targets) == ["fused_nn_conv2d", "fused_nn_conv2d_nn_relu", "fused_nn_conv2d_nn_relu"]
+    same_outputs(text)
+
+
+def test_reshape_only_groups_become_views() -> None:
+    text = """
+def @main(%x: Tensor[(2, 3, 4), float32]) {
+  %0 = exp(%x);
+  %1 = reshape(%0, newshape=[6, 4]);
+  %2 = expand_dims(%1, axis=0);
+  %3 = nn.batch_flatten(%2);
+  nn.softmax(%3)
+}
+"""
+    mod = run(parse_module(HEADER + text), "fuse-ops{opt-level=0}")
+    low = run(mod, "lower")
+    names = [getattr(c.op, "name", None) for c in main_calls(low)]
+    views = [c for c in main_calls(low) if getattr(c.op, "name", None) == "reshape"]
+    assert names.count("call_lowered") == 2 and len(views) >= 1
+    assert all(v.attrs["newshape"] == tuple(v.checked_type.shape) for v in views)  # type: ignore[union-attr]
+    same_outputs(text, "fuse-ops{opt-level=0}")
+
+
+def test_several_outputs_and_tuple_arguments() -> None:
+    text = """
+def @main(%x: Tensor[(4, 6), float32]) {
+  %0 = exp(%x);
+  %1 = split(%0, indices_or_sections=3, axis=1);
+  %2 = %1.0;
+  %3 = %1.2;
+  %4 = nn.softmax(%2);
+  (%4, %3)
+}
+"""
+    mod = lowered(text)
+    splits = [f for n, f in kernels(mod).items() if "split" in n]
+    assert splits and splits[0].attrs["num_outputs"] == 3
+    assert any(isinstance(n, TupleGetItem) for n in post_order(mod["main"].body))
+    same_outputs(text)
+
+
+def test_unfused_operators_lower_one_by_one() -> None:
+    text = "def @main(%x: Tensor[(3), float32]) { %0 = exp(%x); negative(%0) }"
+    mod = lowered(text, "lower")
+    assert sorted(kernels(mod)) == ["fused_exp", "fused_negative"]
+    same_outputs(text, "infer-type")
+
+
+def test_tensor_constants_inside_a_group_become_arguments() -> None:
+    text = """
+def @main(%x: Tensor[(2, 2), float32]) {
+  %0 = add(%x, meta[relay.Constant][0]);
+  exp(%0)
+}
+#[metadata]
+{"relay.Constant": [{"dtype": "float32", "shape": [2, 2], "data": [1.0, 2.0, 3.0, 4.0]}]}
+"""
+    mod = lowered(text)
+    (call,) = main_calls(mod)
+    assert len(call.args[1].fields) == 2  # type: ignore[union-attr]
+    same_outputs(text)
+
+
+@pytest.mark.parametrize("body,message", [
+    ("if (%c) { %x } else { negative(%x) }", "`if` cannot be lowered"),
+    ("let %f = fn (%y: Tensor[(2), float32]) { %y }; %f(%x)", "closure"),
+    ("ref_read(ref(%x))", "reference"),
+    ("@g(%x)", "@g cannot be lowered"),
+])
+def test_what_cannot_be_lowered_is_a_located_error(body: str, message: str) -> None:
+    text = ("def @g(%a: Tensor[(2), float32]) { %a }\n"
+            f"def @main(%x: Tensor[(2), float32], %c: bool) {{ {body} }}")
+    with pytest.raises(DiagnosticError, match=message) as info:
+        lowered(text, "lower")
+    assert info.value.span is not None
+
+
+def test_adt_values_are_refused() -> None:
+    text = ("type List[A] { Cons(A, List[A]), Nil }\n"
+            "def @main(%x: Tensor[(2), float32]) { Cons(%x, Nil) }")
+    with pytest.raises(DiagnosticError, match="ADT constructor") as info:
+        lowered(text, "lower")
+    assert info.value.span is not None
+
+
+def test_dynamic_shapes_are_refused() -> None:
+    with pytest.raises(DiagnosticError, match="dynamic shapes"):
+        lowered("def @main(%x: Tensor[(?, 2), float32]) { exp(%x) }", "lower")
+
+
+def test_resnet_block_lowers_and_runs() -> None:
+    """The sample's block at a small size: simplify-inference, fuse-ops, lower, same numbers."""
+    text = """
+def @main(%data: Tensor[(1, 4, 5, 5), float32], %w1: Tensor[(4, 4, 3, 3), float32],
+          %g: Tensor[(4), float32], %b: Tensor[(4), float32], %m: Tensor[(4), float32], %v: Tensor[(4), float32],
+          %w2: Tensor[(4, 4, 3, 3), float32]) {
+  %0 = nn.conv2d(%data, %w1, padding=[1, 1, 1, 1]);
+  %1 = nn.batch_norm(%0, %g, %b, %m, abs(%v));
+  %2 = nn.relu(%1.0);
+  %3 = nn.conv2d(%2, %w2, padding=[1, 1, 1, 1]);
+  %4 = add(%3, %data);
+  nn.relu(%4)
+}
+"""
+    same_outputs(text, "simplify-inference,fuse-ops")
+    mod = lowered(text, "simplify-inference,fuse-ops,lower")
+    assert all(c.op.name == "call_lowered" for c in main_calls(mod))  # type: ignore[union-attr]
+
+
+def test_long_fused_chains_lower_without_recursion() -> None:
+    """1,500 operators in one group, alternating elementwise and index-changing ones."""
+    from irtool.ir import Function, TensorType, Var
+    x = Var("x", TensorType((2, 3), "float32"))
+    body = x
+    for i in range(1500):
+        body = Call(Op("transpose" if i % 2 else ("negative" if i % 3 else "tanh")), [body])
+    mod = IRModule()
+    mod.add_function("main", Function([x], body, None))
+    fused = run(mod, "fuse-ops{max-depth=5000}")
+    low = run(fused, "lower")
+    assert len(kernels(low)) == 1
+    arg = np.linspace(-1, 1, 6, dtype="float32").reshape(2, 3)
+    np.testing.assert_allclose(run_function(low, [arg]), run_function(fused, [arg]), rtol=1e-6)
