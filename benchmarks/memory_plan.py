@@ -173,7 +173,7 @@ def measure(name: str, text: str) -> dict[str, object]:
                               "fuse_s": round(fuse_s, 3), "lower_bound_bytes": lower,
                               "no_reuse_bytes": live.no_reuse_bytes()}
     variants = [("tvm_greedy", "tvm-greedy", False, False), ("greedy_by_size", "greedy-by-size", False, False),
-                ("greedy_by_size_in_place", "greedy-by-size", True, True)]
+                ("greedy_best", "greedy-best", False, False), ("greedy_best_in_place", "greedy-best", True, True)]
     for key, algorithm, in_place, concat_in_place in variants:
         started = time.perf_counter()
         plan = plan_memory(live, algorithm, 64, in_place, concat_in_place)
@@ -189,18 +189,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
     args = parser.parse_args(argv)
     rows = [measure(m, MODELS[m]()) for m in args.models.split(",")]
-    header = (f"{'model':<14}{'steps':>6}{'no-reuse MiB':>14}{'TVM MiB':>10}{'GBS MiB':>10}{'GBS+inpl+cat MiB':>18}"
-              f"{'LB MiB':>9}{'none/LB':>9}{'TVM/LB':>8}{'GBS/LB':>8}{'+inpl+cat/LB':>13}")
-    print(header)
+    columns = [("no_reuse_bytes", "no-reuse"), ("tvm_greedy_bytes", "tvm-greedy"),
+               ("greedy_by_size_bytes", "greedy-by-size"), ("greedy_best_bytes", "greedy-best"),
+               ("greedy_best_in_place_bytes", "best+in-place+concat"), ("lower_bound_bytes", "lower bound")]
+    print(f"{'model':<14}{'steps':>6}" + "".join(f"{title:>22}" for _, title in columns))
     for r in rows:
         lb = r["lower_bound_bytes"]
-        mib = lambda k: r[k] / MIB  # noqa: E731
-        print(f"{r['model']:<14}{r['steps']:>6}{mib('no_reuse_bytes'):>14.2f}{mib('tvm_greedy_bytes'):>10.2f}"
-              f"{mib('greedy_by_size_bytes'):>10.2f}{mib('greedy_by_size_in_place_bytes'):>18.2f}{lb / MIB:>9.2f}"
-              f"{r['no_reuse_bytes'] / lb:>9.2f}{r['tvm_greedy_bytes'] / lb:>8.3f}"
-              f"{r['greedy_by_size_bytes'] / lb:>8.3f}{r['greedy_by_size_in_place_bytes'] / lb:>13.3f}")
+        cells = "".join(f"{r[key] / MIB:>10.2f} MiB {r[key] / lb:>6.3f}x" for key, _ in columns)
+        print(f"{r['model']:<14}{r['steps']:>6}{cells}")
     geo = math.exp(sum(math.log(r["tvm_greedy_bytes"] / r["lower_bound_bytes"]) for r in rows) / len(rows))
-    print(f"TVM/LB geometric mean: {geo:.3f}")
+    print(f"(MiB and ratio to the lower bound) tvm-greedy / lower bound, geometric mean: {geo:.3f}")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2) + "\n")
     return 0

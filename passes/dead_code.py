@@ -9,7 +9,7 @@ from irtool.ir.module import IRModule
 from irtool.ir.visitor import ExprMutator
 from irtool.passes.base import ModulePass, register_pass
 from irtool.passes.call_graph import referenced_globals
-from irtool.passes.purity import is_pure
+from irtool.passes.purity import Purity
 from irtool.syntax.diagnostics import DiagnosticError, suggest
 
 
@@ -20,6 +20,7 @@ def _live_uses(root: Expr) -> tuple[set[int], set[int]]:
     value has effects), so a let is decided after its body has been walked. The walk is a
     stack: a let pushes a decision marker under its body, which pops once the body is done.
     """
+    pure = Purity(root)
     used: set[int] = set()
     kept: set[int] = set()
     seen: set[int] = set()
@@ -28,7 +29,7 @@ def _live_uses(root: Expr) -> tuple[set[int], set[int]]:
         node, decide = stack.pop()
         if decide:
             assert isinstance(node, Let)
-            if id(node.var) in used or not is_pure(node.value):
+            if id(node.var) in used or not pure(node.value):
                 kept.add(id(node))
                 stack.append((node.value, False))
             continue
@@ -87,7 +88,7 @@ class DeadCodePass(ModulePass):
     """Unused pure `let`s go; so do globals no entry point can reach.
 
     Entry points are `entries` when given, else `@main` when there is one, else every global
-    nobody references. `keep-entries=true` additionally keeps every global nobody references.
+    no other global refers to. `keep-entries=true` additionally keeps all of those.
     """
 
     name = "dead-code"

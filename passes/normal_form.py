@@ -17,7 +17,7 @@ from irtool.ir.expr import (Call, Constant, Expr, Function, GlobalVar, If, Let, 
 from irtool.ir.module import IRModule
 from irtool.ir.visitor import use_counts
 from irtool.passes.base import ModulePass, register_pass
-from irtool.passes.purity import is_pure
+from irtool.passes.purity import Purity
 from irtool.passes.substitution import LetSubstMutator, value_first_order
 
 ATOMS = (Var, GlobalVar, Op, Constant, Constructor)
@@ -159,12 +159,17 @@ def to_a_normal_form(func: Function) -> Function:
 
 
 class _ToGraph(LetSubstMutator):
+    def __init__(self, pure: Purity) -> None:
+        super().__init__()
+        self.pure = pure
+
     def eliminate(self, let: Let, new_value: Expr) -> bool:
-        return is_pure(new_value)
+        # Substituting pure values keeps purity, so the original value answers for the new one.
+        return self.pure(let.value)
 
 
 def to_graph_normal_form(func: Function) -> Function:
-    out = _ToGraph().visit(func)
+    out = _ToGraph(Purity(func)).visit(func)
     assert isinstance(out, Function)
     return out
 

@@ -24,7 +24,7 @@ from irtool.syntax.diagnostics import DiagnosticError, suggest
 @dataclass
 class PlanMemory(ModulePass):
     name: ClassVar[str] = "plan-memory"
-    description: ClassVar[str] = "liveness-based static memory plan of main (greedy-by-size, tvm-greedy, none)"
+    description: ClassVar[str] = "liveness-based static memory plan of main (greedy-by-size, greedy-best, tvm-greedy, none)"
 
     algorithm: str = "greedy-by-size"
     alignment: int = 64

@@ -15,11 +15,11 @@ from collections.abc import Callable
 import numpy as np
 
 from irtool.analysis.typecheck import infer_types
-from irtool.ir.expr import Call, Constant, Expr, Op, TupleGetItem
+from irtool.ir.expr import Call, Constant, Expr, Function, Op, TupleGetItem
 from irtool.ir.module import IRModule
 from irtool.ir.span import Span
 from irtool.ir.types import TensorType
-from irtool.ir.visitor import ExprMutator
+from irtool.ir.visitor import ExprMutator, post_order
 from irtool.ops.registry import get_op
 from irtool.passes.base import ModulePass, register_pass
 
@@ -77,6 +77,11 @@ class _Simplifier(ExprMutator):
         return super().rewrite_tuple_get_item(node)
 
 
+def _untyped_rule_input(func: Function) -> bool:
+    return any(isinstance(n, Call) and isinstance(n.op, Op) and n.op.name in RULES and n.args
+               and n.args[0].checked_type is None for n in post_order(func))
+
+
 @register_pass
 @dataclasses.dataclass
 class SimplifyInferencePass(ModulePass):
@@ -86,8 +91,9 @@ class SimplifyInferencePass(ModulePass):
     description = "rewrite nn.batch_norm into multiply/add and nn.dropout into the identity"
 
     def apply(self, mod: IRModule) -> IRModule:
-        # The batch-norm rule needs the data's rank and dtype.
-        infer_types(mod)
+        # The batch-norm rule needs the data's rank and dtype; after verification they are known.
+        if any(_untyped_rule_input(f) for f in mod.functions.values()):
+            infer_types(mod)
         out = mod.copy()
         for name, func in mod.functions.items():
             out.functions[name] = _Simplifier().visit(func)  # type: ignore[assignment]

@@ -75,15 +75,25 @@ class _SetKind(ModulePass):
 
     def apply(self, mod: IRModule) -> IRModule:
         return _apply_where_present(mod, self.function, [self.loop],
-                                    lambda name, f: set_kind(f, name, self.loop, self.kind))
+                                    lambda name, f: set_kind(f, name, self.loop, self.kind, self.lowers()))
+
+    def lowers(self) -> bool:
+        return False
 
 
 @register_pass
 @dataclass
 class TirVectorize(_SetKind):
+    """With `explicit` (the default), a loop whose body has a vector form is replaced by it
+    (ramps and broadcasts); otherwise, or when it has none, the loop is marked `vectorized`."""
+
     name: ClassVar[str] = "tir-vectorize"
-    description: ClassVar[str] = "mark a loop with a constant extent and independent iterations vectorized"
+    description: ClassVar[str] = "vectorize a loop with a constant extent and independent iterations (ramps or mark)"
     kind: ClassVar[str] = "vectorized"
+    explicit: bool = True
+
+    def lowers(self) -> bool:
+        return self.explicit
 
 
 @register_pass

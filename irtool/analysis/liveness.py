@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
+from irtool.analysis.dominators import is_opaque_function
 from irtool.ir.expr import (AttrValue, Call, Constant, Expr, Function, GlobalVar, Let, Op, Tuple,
                             TupleGetItem, Var)
 from irtool.ir.module import IRModule
@@ -283,6 +284,9 @@ def _main_nodes(func: Function) -> list[Expr | _Bind]:
             children = (node.value, _Bind(node), node.body)
         elif isinstance(node, (Tuple, TupleGetItem)):
             children = node.children()
+        elif isinstance(node, Function) and not is_opaque_function(node):
+            raise DiagnosticError("memory planning handles dataflow `main` only: a closure would read "
+                                  "tensors its calls do not pass", node.span)
         elif isinstance(node, (Var, Constant, Function, GlobalVar, Op)):
             children = ()
         else:

@@ -9,6 +9,8 @@ tensor, a storage and a byte offset in it. Three planners:
   two share one buffer; with `concat_in_place`, the inputs of a concatenation are placed in
   their slices of its result, so the concatenation copies nothing. Both can beat the plain
   liveness lower bound.
+- `greedy-best`: the same placement in three orders (largest, largest size x lifetime,
+  longest-lived first), keeping the smallest arena.
 - `tvm-greedy`: TVM's GraphPlanMemory token allocator as DESIGN.md restates it: parameters and
   constants get storages never reused; each step output requests a free storage (smallest in
   [S, 16 S], else the largest in [S/16, S), which grows), else a new one.
@@ -226,10 +228,36 @@ def plan_buffers(live: Liveness, alignment: int = 64, in_place: bool = False,
     return [b for b in buffers if b.members]
 
 
+# Orders in which greedy placement can take the buffers (each returns a sort key of an index).
+ORDERS: dict[str, Callable[[list[_Buffer]], Callable[[int], tuple]]] = {
+    "size": lambda b: lambda i: (-b[i].nbytes, b[i].first, i),
+    "area": lambda b: lambda i: (-b[i].nbytes * (b[i].last - b[i].first + 1), b[i].first, i),
+    "duration": lambda b: lambda i: (b[i].first - b[i].last, -b[i].nbytes, i),
+}
+
+
 def plan_greedy_by_size(live: Liveness, alignment: int = 64, in_place: bool = False,
                         concat_in_place: bool = False) -> MemoryPlan:
-    plan = MemoryPlan("greedy-by-size", alignment)
     buffers = plan_buffers(live, alignment, in_place, concat_in_place)
+    return place_buffers(live, buffers, alignment, ORDERS["size"](buffers))
+
+
+def plan_greedy_best(live: Liveness, alignment: int = 64, in_place: bool = False,
+                     concat_in_place: bool = False) -> MemoryPlan:
+    """Greedy placement in each of `ORDERS` (largest, largest area, longest-lived first); the
+    smallest arena wins (ties: the earlier order). Never worse than greedy-by-size."""
+    buffers = plan_buffers(live, alignment, in_place, concat_in_place)
+    plans = [place_buffers(live, buffers, alignment, make(buffers)) for make in ORDERS.values()]
+    best = min(plans, key=lambda p: p.workspace_bytes())
+    best.algorithm = "greedy-best"
+    return best
+
+
+def place_buffers(live: Liveness, buffers: list[_Buffer], alignment: int,
+                  order: Callable[[int], tuple]) -> MemoryPlan:
+    """Place `buffers` one by one in `order` (of their indices), each at the lowest aligned offset
+    of its device's arena that is free over its live range."""
+    plan = MemoryPlan("greedy-by-size", alignment)
     arenas: dict[object, Storage] = {}
     for buf in buffers:  # arenas in order of first appearance
         key = device_key(buf.device)
@@ -238,8 +266,7 @@ def plan_greedy_by_size(live: Liveness, alignment: int = 64, in_place: bool = Fa
             plan.storages.append(arenas[key])
     # Placed buffers by the steps they are live at, so a new buffer only meets its neighbours.
     live_at: list[list[tuple[int, int, int]]] = [[] for _ in range(len(live.steps) + 1)]
-    order = sorted(range(len(buffers)), key=lambda i: (-buffers[i].nbytes, buffers[i].first, i))
-    for i in order:
+    for i in sorted(range(len(buffers)), key=order):
         buf = buffers[i]
         arena = arenas[device_key(buf.device)]
         busy: dict[int, int] = {}
@@ -264,20 +291,23 @@ def plan_greedy_by_size(live: Liveness, alignment: int = 64, in_place: bool = Fa
 
 PLANNERS: dict[str, Callable[[Liveness, int], MemoryPlan]] = {
     "greedy-by-size": plan_greedy_by_size,
+    "greedy-best": plan_greedy_best,
     "tvm-greedy": plan_tvm_greedy,
     "none": plan_none,
 }
+# Offset planners: one arena per device, and the in-place options apply.
+ARENA_PLANNERS = {"greedy-by-size": plan_greedy_by_size, "greedy-best": plan_greedy_best}
 
 
 def plan_memory(live: Liveness, algorithm: str = "greedy-by-size", alignment: int = 64,
                 in_place: bool = False, concat_in_place: bool = False) -> MemoryPlan:
     """Plan with a named algorithm; the reuse options belong to greedy-by-size (the baselines stay
     as TVM has them)."""
-    if algorithm == "greedy-by-size":
-        return plan_greedy_by_size(live, alignment, in_place, concat_in_place)
+    if algorithm in ARENA_PLANNERS:
+        return ARENA_PLANNERS[algorithm](live, alignment, in_place, concat_in_place)
     if in_place or concat_in_place:
-        raise DiagnosticError(f"plan-memory: in-place and concat-in-place apply to greedy-by-size, "
-                              f"not {algorithm}")
+        raise DiagnosticError(f"plan-memory: in-place and concat-in-place apply to greedy-by-size and "
+                              f"greedy-best, not {algorithm}")
     return PLANNERS[algorithm](live, alignment)
 
 
@@ -385,7 +415,7 @@ def read_plan(live: Liveness) -> MemoryPlan | None:
     inputs = {"param_storage_ids": [t.index for t in live.tensors if t.kind == PARAM],
               "constant_storage_ids": [t.index for t in live.tensors if t.kind == CONSTANT]}
     plan = MemoryPlan(str(algorithm), alignment)
-    kind = ARENA if algorithm == "greedy-by-size" else TOKEN
+    kind = ARENA if algorithm in ARENA_PLANNERS else TOKEN
     plan.storages = [Storage(i, d, n, kind, n) for i, (n, d) in enumerate(zip(sizes, devices))]
     for name, tids in inputs.items():
         if name not in attrs:

@@ -183,9 +183,10 @@ def format_text(text: str, name: str = "<string>") -> str:
         else:
             leading.setdefault(printed_unit.lines[first], []).append(comment.text)
     lines = printed.split("\n")
-    lines[first_code:first_code] = at_top
-    leading = {line + len(at_top) * (line >= first_code): texts for line, texts in leading.items()}
-    trailing = {line + len(at_top) * (line >= first_code): texts for line, texts in trailing.items()}
+    top = 1 if out_tokens and out_tokens[0][0] == "VERSION" else 0   # file comments go below the header
+    lines[top:top] = at_top
+    leading = {line + len(at_top) * (line >= top): texts for line, texts in leading.items()}
+    trailing = {line + len(at_top) * (line >= top): texts for line, texts in trailing.items()}
     result = _emit(lines, leading, trailing, at_end)
     _check(text, name, comments, printed, result)
     return result

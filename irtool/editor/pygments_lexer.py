@@ -64,11 +64,11 @@ class RelayLexer(RegexLexer):
             (rf"-*[0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?{_END}", Number.Float),
             (rf"-*[0-9]+(?:i(?:8|16|32|64)?)?{_END}", Number.Integer),
             (r'"[^"\n]*"', String.Double),
-            # `key=value` attributes (not `==`).
-            (rf"({_IDENT})(\s*)(=)(?!=)", bygroups(Name.Attribute, Whitespace, Operator)),
-            # An operator (or TIR intrinsic) is a possibly dotted name that is called; a dotted
-            # name is always an operator.
-            (rf"({_DOTTED})(\s*)(\()", bygroups(Name.Builtin, Whitespace, Punctuation)),
+            # `key=value` attributes (not `==`); TIR's keys may be dotted (`tir.noalias=True`).
+            (rf"({_DOTTED})(\s*)(=)(?!=)", bygroups(Name.Attribute, Whitespace, Operator)),
+            # An operator (or TIR intrinsic) is a possibly dotted lower-case name that is called;
+            # a dotted name is always an operator. Capitalised names are ADTs and constructors.
+            (rf"([a-z_][A-Za-z0-9_/]*(?:\.{_IDENT})*)(\s*)(\()", bygroups(Name.Builtin, Whitespace, Punctuation)),
             (rf"{_IDENT}(?:\.{_IDENT})+", Name.Builtin),
             (r"[A-Z][A-Za-z0-9_/]*", Name.Class),   # ADT types and constructors, type variables
             (_IDENT, Name),

@@ -25,6 +25,7 @@ from irtool.syntax.diagnostics import DiagnosticError
 from irtool.tir_transform.fold import int_range
 from irtool.tir_transform.mutator import TirRewriter, fresh_copy, stmt_parts, walk_exprs, walk_stmts
 from irtool.tir_transform.simplify import simplify_expr
+from irtool.tir_transform.vectorize import NotVectorizable, vectorize_body
 
 
 def loop_names(func: PrimFunc) -> list[str]:
@@ -154,6 +155,7 @@ def element_pickers(body: Stmt, loop_vars: list[Var]) -> tuple[list[tuple[Buffer
             if isinstance(node, BufferLoad):
                 accesses.setdefault(id(node.buffer), []).append((node.buffer, node.indices))
     var_ids = {id(v) for v in loop_vars}
+    region = var_ids | {id(s.var) for s in walk_stmts(body) if isinstance(s, (For, LetStmt))}
     out: list[tuple[Buffer, set[int]]] = []
     for key, buf in written.items():
         if key in local:
@@ -162,8 +164,28 @@ def element_pickers(body: Stmt, loop_vars: list[Var]) -> tuple[list[tuple[Buffer
         if len(tuples) != 1:
             return [], f"`%{buf.name}` is accessed at different indices"
         indices = next(idx for _, idx in accesses[key])
-        out.append((buf, {id(i) for i in indices if type(i) is Var and id(i) in var_ids}))
+        picked = {id(v) for v in (_offset_var(i, region) for i in indices) if v is not None and id(v) in var_ids}
+        out.append((buf, picked))
     return out, None
+
+
+def _offset_var(index: PrimExpr, region: set[int]) -> Var | None:
+    """`v` when the index is `v` plus or minus terms that are the same on every iteration of the
+    region (no loads, no variable bound in it): then the index is a one-to-one function of `v`."""
+    node, others = index, []
+    while type(node) is BinaryOp and node.op in ("add", "sub"):
+        a_has = any(type(n) is Var and id(n) in region for n in walk_exprs([node.a]))
+        if node.op == "add" and not a_has:
+            node, other = node.b, node.a
+        else:
+            node, other = node.a, node.b
+        others.append(other)
+    if type(node) is not Var or id(node) not in region:
+        return None
+    for n in walk_exprs(others):
+        if type(n) is BufferLoad or (type(n) is Var and id(n) in region):
+            return None
+    return node
 
 
 # ---- reorder ---------------------------------------------------------------------------------------
@@ -258,15 +280,22 @@ def check_independent(loop: For, what: str) -> None:
         raise DiagnosticError(f"cannot {what} loop `%{loop.var.name}`: {problem}", loop.span)
 
 
-def set_kind(func: PrimFunc, fname: str, loop: str, kind: str) -> PrimFunc:
-    """Marks loops `serial`, `parallel`, `vectorized` or `unrolled` (checked for legality)."""
+def set_kind(func: PrimFunc, fname: str, loop: str, kind: str, lower: bool = False) -> PrimFunc:
+    """Marks loops `serial`, `parallel`, `vectorized` or `unrolled` (checked for legality). With
+    `lower`, a vectorized loop whose body has a vector form becomes that form (`vectorize.py`);
+    other vectorized loops stay marked loops."""
 
-    def mark(node: For) -> For:
+    def mark(node: For) -> Stmt:
         if kind == "vectorized" and not (type(node.begin) is IntImm and type(node.end) is IntImm):
             raise DiagnosticError(f"cannot vectorize loop `%{node.var.name}`: its extent is not a constant "
                                   "(split it by the vector width first)", node.span)
         if kind in ("parallel", "vectorized"):
             check_independent(node, "parallelize" if kind == "parallel" else "vectorize")
+        if kind == "vectorized" and lower:
+            try:
+                return vectorize_body(node)
+            except NotVectorizable:
+                pass
         return For(node.var, node.begin, node.end, kind, node.body, node.span)
 
     return _edit_loops(func, fname, loop, mark)

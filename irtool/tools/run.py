@@ -1,6 +1,7 @@
 """`irtool-run`: run a Relay program on numpy inputs with the reference interpreter.
 
     irtool-run FILE|- [--entry main] [--input NAME=file.npy]... [--inputs inputs.npz] [--seed N] [-o outputs.npz]
+               [--backend interp|native]
 
 Scripts rely on this interface (option names, the `outputN` keys of the output file, the summary
 line format), so keep it stable. Inputs are either all given (`.npz` keys and `--input` names are
@@ -47,6 +48,8 @@ def build_arg_parser() -> argparse.ArgumentParser:
     ap.add_argument("--seed", type=int, default=0,
                     help="seed of the random inputs used when none are given (default: 0)")
     ap.add_argument("-o", "--output", metavar="FILE.npz", help="write the outputs as output0, output1, ...")
+    ap.add_argument("--backend", choices=("interp", "native"), default="interp",
+                    help="interp: the reference interpreter (default); native: compile main with irtool.build")
     return ap
 
 
@@ -190,7 +193,13 @@ def run(args: argparse.Namespace) -> int:
         inputs = assemble_inputs(args.entry, func, arrays)
     else:
         inputs = random_inputs(args.entry, func, args.seed)
-    outputs = flatten_value(run_function(mod, inputs, args.entry))
+    if args.backend == "native":
+        if args.entry != "main":
+            raise DiagnosticError("--backend=native runs `main` only")
+        from irtool.runtime import build
+        outputs = flatten_value(build(mod)(**inputs))
+    else:
+        outputs = flatten_value(run_function(mod, inputs, args.entry))
     for i, array in enumerate(outputs):
         print(summarize(i, array))
     if args.output is not None:

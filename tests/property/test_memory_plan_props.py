@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from support.strategies import dataflow_programs
 
 from irtool.analysis.liveness import compute_liveness
-from irtool.analysis.memory_plan import read_plan
+from irtool.analysis.memory_plan import plan_memory, read_plan
 from irtool.analysis.typecheck import infer_types
 from irtool.eval.arena import run_with_plan
 from irtool.eval.interpreter import run_function
@@ -73,12 +73,12 @@ def with_concatenations(mod: IRModule) -> IRModule:
 
 
 @settings(deadline=None)
-@given(dataflow_programs(max_ops=16), st.sampled_from(["greedy-by-size", "tvm-greedy", "none"]),
+@given(dataflow_programs(max_ops=16), st.sampled_from(["greedy-by-size", "greedy-best", "tvm-greedy", "none"]),
        st.sampled_from([0, 2]), st.booleans(), st.booleans(), st.sampled_from([1, 16, 64]), st.integers(0, 2**16))
 def test_plans_are_valid_and_keep_outputs(mod: IRModule, algorithm: str, opt_level: int, in_place: bool,
                                           concat: bool, alignment: int, seed: int) -> None:
     mod = with_concatenations(mod) if concat else mod
-    reuse = f" in-place={in_place} concat-in-place={concat}" if algorithm == "greedy-by-size" else ""
+    reuse = f" in-place={in_place} concat-in-place={concat}" if algorithm.startswith("greedy") else ""
     planned = run(mod, f"fuse-ops{{opt-level={opt_level}}},"
                        f"plan-memory{{algorithm={algorithm} alignment={alignment}{reuse}}}")
     assert check_memory_plan(planned)  # run() verified it too; this states it
@@ -104,6 +104,9 @@ def test_plans_are_valid_and_keep_outputs(mod: IRModule, algorithm: str, opt_lev
         assert plan.workspace_bytes() == live.no_reuse_bytes()
     elif reuse == "" or not (in_place or concat):
         assert plan.workspace_bytes() >= lower
-    if algorithm == "greedy-by-size" and alignment == 1 and not (in_place or concat):
+    if algorithm.startswith("greedy") and alignment == 1 and not (in_place or concat):
         # Offsets never exceed what no reuse would need.
         assert plan.workspace_bytes() <= live.no_reuse_bytes()
+    if algorithm == "greedy-best":
+        by_size = plan_memory(live, "greedy-by-size", alignment, in_place, concat)
+        assert plan.workspace_bytes() <= by_size.workspace_bytes()

@@ -14,6 +14,7 @@ from irtool.tools.fmt import main
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((ROOT / "samples").glob("*.relay"))
+CORPUS = ROOT.parent / "shared/corpus/tvm-relay"
 
 
 def test_scan_comments_matches_the_tokenizer() -> None:
@@ -138,3 +139,25 @@ def test_cli_reports_errors_and_leaves_the_file(tmp_path: Path, capsys: pytest.C
 def test_cli_check_and_in_place_are_exclusive(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--check", "--in-place", "x.relay"]) == 2
     assert "not allowed with" in capsys.readouterr().err
+
+
+def test_file_comment_without_header_goes_below_the_added_header() -> None:
+    out = format_text("// about this file\ndef @f() { () }\n")
+    assert out == '#[version = "0.0.5"]\n// about this file\ndef @f() {\n  ()\n}\n'
+    assert format_text(out) == out
+
+
+def test_tvm_corpus_formats_idempotently_with_every_comment() -> None:
+    # TVM's printed text is full of `/* ty=... */` comments inside lines; all must survive.
+    files = sorted(CORPUS.glob("*.relay")) if CORPUS.is_dir() else []
+    if not files:
+        pytest.skip(f"TVM corpus not found at {CORPUS}")
+    commented = 0
+    for path in files:
+        text = path.read_text()
+        out = format_text(text, path.name)
+        before = sorted(c.text for c in scan_comments(text))
+        assert sorted(c.text for c in scan_comments(out)) == before, path.name
+        assert format_text(out, path.name) == out, path.name
+        commented += bool(before)
+    assert commented >= 10   # the corpus has 15 files with comments

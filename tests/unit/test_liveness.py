@@ -128,15 +128,17 @@ def test_bytes_are_elements_times_ceil_bits_lanes_over_8(dtype: str, shape: tupl
     assert tensor_bytes(TensorType(shape, dtype), None) == expected
 
 
-def test_non_dataflow_main_is_a_located_error() -> None:
-    text = """
-def @main(%c: bool, %x: Tensor[(4), float32]) {
-  if (%c) { exp(%x) } else { %x }
-}"""
+@pytest.mark.parametrize("body,line", [
+    ("  if (%c) { exp(%x) } else { %x }", 3),
+    # A closure reads %a without it being an argument of the call: liveness cannot see that read.
+    ("  %0 = exp(%x);\n  let %f = fn (%y: Tensor[(4), float32]) { add(%y, %0) };\n  %f(%x)", 4),
+])
+def test_non_dataflow_main_is_a_located_error(body: str, line: int) -> None:
+    text = "\ndef @main(%c: bool, %x: Tensor[(4), float32]) {\n" + body + "\n}"
     with pytest.raises(DiagnosticError) as err:
         live_of(text, "")
     assert "dataflow" in str(err.value)
-    assert err.value.span is not None and err.value.span.line == 3
+    assert err.value.span is not None and err.value.span.line == line
 
 
 SEEDS = """

@@ -86,10 +86,11 @@ def test_relay_token_kinds() -> None:
 
 
 def test_adt_and_match_tokens() -> None:
-    text = "type List[A] { Cons(A, List[A]), Nil }\ndef @f(%l: List[A]) { match? (%l) { Cons(_, %t) => 1, Nil => 0 } }"
+    text = "type List[A] { Nil, Cons(A, List[A]) }\ndef @f(%l: List[A]) { match? (%l) { Cons(_, %t) => 1, Nil => 0 } }"
     assert kind_of(text, "type") in Keyword
     assert kind_of(text, "List") in Name.Class
     assert kind_of(text, "Nil") in Name.Class
+    assert kind_of(text, "Cons") in Name.Class   # also when applied: `Cons(_, %t)`
     assert kind_of(text, "match?") in Keyword
     assert kind_of(text, "_") in Keyword.Pseudo
     assert kind_of(text, "=>") in Operator
@@ -144,6 +145,36 @@ def test_tir_tokens() -> None:
     assert kind_of(text, "evaluate") in Keyword
 
 
+def test_tir_doc_example() -> None:
+    text = ('#[version = "0.0.5"]\n'
+            'primfn @f(%a: Buffer[(1, 64), float32, align=64], %out: Buffer[(1, 64), bfloat16], tir.noalias=True) {\n'
+            '  for %j in unrolled(0, 4) {\n'
+            '    let %lanes: int32x16 = ramp(%j * 16, 1, 16);\n'
+            '    %out[0, %lanes] = if_then_else(%j < 2, max(%a[0, %lanes], broadcast(0f, 16)), bfloat16(1.5f));\n'
+            '    assert(%j >= 0, "non-negative");\n'
+            '  }\n'
+            '}\n')
+    assert error_tokens(TIRLexer(), text) == []
+    assert kind_of(text, "tir.noalias") in Name.Attribute
+    assert kind_of(text, "unrolled") in Keyword.Pseudo
+    assert kind_of(text, "int32x16") in Keyword.Type
+    assert kind_of(text, "bfloat16") in Keyword.Type
+    assert kind_of(text, "if_then_else") in Name.Builtin
+    assert kind_of(text, "assert") in Keyword
+
+
 def test_lexer_metadata_for_registration() -> None:
     assert "relay" in RelayLexer.aliases and "*.relay" in RelayLexer.filenames
     assert "tir" in TIRLexer.aliases and "*.tir" in TIRLexer.filenames
+
+
+def test_registered_through_the_pygments_entry_point() -> None:
+    from importlib.metadata import entry_points
+
+    from pygments.lexers import get_lexer_by_name, get_lexer_for_filename
+    names = {ep.name for ep in entry_points(group="pygments.lexers")}
+    if "relay" not in names:
+        pytest.skip("irtool is installed without its pygments.lexers entry point (reinstall: pip install -e .)")
+    assert isinstance(get_lexer_by_name("relay"), RelayLexer)
+    assert isinstance(get_lexer_by_name("tir"), TIRLexer)
+    assert isinstance(get_lexer_for_filename("model.relay"), RelayLexer)

@@ -1,0 +1,105 @@
+"""From an IRModule to LLVM artifacts: lower when needed, generate IR, optimise, emit.
+
+`compile_module` is the one path `irtool-llc` and the runtime share, so what a C user links and
+what Python calls are the same code.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass
+
+import llvmlite.binding as llvm
+
+from irtool.codegen.entry import GeneratedModule, generate_module
+from irtool.codegen.target import TargetOptions, parse_and_optimize, target_machine
+from irtool.ir.expr import Call, Function, Op
+from irtool.ir.module import IRModule
+from irtool.ir.tir import PrimFunc
+from irtool.ir.visitor import post_order
+from irtool.syntax.diagnostics import DiagnosticError
+
+DEFAULT_PIPELINE = "simplify-inference,fuse-ops,lower,plan-memory"
+# Operators a lowered `main` may still call directly (everything else is a kernel).
+_LOWERED_OPS = frozenset({"call_lowered", "reshape", "device_copy", "on_device"})
+
+
+def is_lowered(mod: IRModule) -> bool:
+    """True when every Relay function only calls kernels, views and copies (or there is none)."""
+    for func in mod.functions.values():
+        if isinstance(func, PrimFunc):
+            continue
+        if not isinstance(func, Function):
+            return False
+        for node in post_order(func.body):
+            if isinstance(node, Call) and not (isinstance(node.op, Op) and node.op.name in _LOWERED_OPS):
+                return False
+            if isinstance(node, Function):
+                return False
+    return True
+
+
+def ensure_lowered(mod: IRModule, pipeline: str | None = DEFAULT_PIPELINE) -> IRModule:
+    """`mod` lowered by `pipeline` unless it already is; with `pipeline=None` lowered input is
+    required. A lowered module without a plan is planned (plan-memory's failures are tolerated:
+    codegen plans by itself when the plan cannot be written on `main`)."""
+    from irtool.passes import run
+    if is_lowered(mod):
+        return mod
+    if pipeline is None:
+        main = mod.functions.get("main")
+        raise DiagnosticError("irtool-llc: the input is not lowered (--no-pipeline was given); run "
+                              f"`{DEFAULT_PIPELINE}` first", getattr(main, "span", None))
+    steps = [p.strip() for p in pipeline.split(",") if p.strip()]
+    if steps and steps[-1].startswith("plan-memory"):
+        # plan-memory cannot yet write its plan on `call_lowered` everywhere; codegen replans then.
+        mod = run(mod, ",".join(steps[:-1])) if steps[:-1] else mod
+        try:
+            return run(mod, steps[-1])
+        except DiagnosticError:
+            return mod
+    return run(mod, pipeline)
+
+
+@dataclass
+class CompiledArtifacts:
+    generated: GeneratedModule
+    llvm_module: llvm.ModuleRef
+    target: llvm.TargetMachine
+
+
+def compile_module(mod: IRModule | GeneratedModule, prefix: str, options: TargetOptions,
+                   jit: bool = False) -> CompiledArtifacts:
+    """Generated (unless given already), parsed and optimised (not yet turned into machine code)."""
+    generated = mod if isinstance(mod, GeneratedModule) else generate_module(mod, prefix, options)
+    tm = target_machine(options, jit=jit)
+    return CompiledArtifacts(generated, parse_and_optimize(generated.ir, options, tm), tm)
+
+
+def emit_llvm(art: CompiledArtifacts) -> str:
+    return str(art.llvm_module)
+
+
+def emit_asm(art: CompiledArtifacts) -> str:
+    return art.target.emit_assembly(art.llvm_module)
+
+
+def emit_object(art: CompiledArtifacts) -> bytes:
+    return art.target.emit_object(art.llvm_module)
+
+
+def link_shared(obj: bytes, path: str, cc: str | None = None) -> None:
+    """A shared library from one object, linked by the system C compiler (with libm)."""
+    compiler = cc or os.environ.get("CC", "cc")
+    with tempfile.TemporaryDirectory(prefix="irtool-llc-") as tmp:
+        obj_path = os.path.join(tmp, "module.o")
+        with open(obj_path, "wb") as f:
+            f.write(obj)
+        try:
+            proc = subprocess.run([compiler, "-shared", "-o", path, obj_path, "-lm"], capture_output=True, text=True)
+        except OSError as exc:
+            raise DiagnosticError(f"cannot run the C compiler `{compiler}` to link a shared library: {exc}") from None
+        if proc.returncode != 0:
+            raise DiagnosticError(f"`{compiler} -shared` failed: {proc.stderr.strip()}")

@@ -1,0 +1,640 @@
+"""One TIR PrimFunc → one LLVM function, as textual IR (opaque pointers).
+
+A kernel is `define internal i32 @sym(ptr noalias nocapture align A %b0, ...)`: buffer
+parameters in order, returning 0, or a status (see `STATUS_*`) when an `assert` fails or a large
+scratch buffer cannot be allocated. Semantics follow the TIR interpreter (docs/tir.md), with
+these native differences, documented in docs/codegen.md:
+- out-of-bounds accesses and integer division by zero are not checked (the interpreter reports
+  them); division by zero yields an unspecified value instead of trapping;
+- a `vectorized` loop with constant bounds and a straight-line body becomes vector code
+  (`irtool.codegen.vectorize`); other vectorized loops carry `llvm.loop.vectorize.enable` for
+  LLVM's vectorizer; explicit `ramp`/`broadcast` TIR is vector IR directly; `unrolled` loops
+  carry `llvm.loop.unroll.full`; `parallel` loops run serially (no threading runtime yet);
+- `allocate`d buffers start undefined (the interpreter fills them with NaN).
+Both walks (statements, expressions) use explicit stacks: fused chains make deep trees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from irtool.ir.tir import (Allocate, AssertStmt, BinaryOp, Broadcast, Buffer, BufferLoad, BufferStore, Call, Cast,
+                           Evaluate, FloatImm, For, IfExpr, IfThenElse, IntImm, LetStmt, Not, PrimExpr, PrimFunc,
+                           Ramp, Select, SeqStmt, Stmt, Var, children, element_of, is_bool, is_float, lanes_of,
+                           with_lanes)
+from irtool.codegen.types import (constant, element_bytes, intrinsic_suffix, is_unsigned, memory_type,
+                                  scalar_type, value_type)
+from irtool.codegen.vectorize import vectorize_loop
+from irtool.syntax.diagnostics import DiagnosticError
+
+STATUS_OK = 0
+STATUS_MISALIGNED = 1
+STATUS_OUT_OF_MEMORY = 2
+STATUS_ASSERT_BASE = 16  # an `assert` failing returns STATUS_ASSERT_BASE + its index in the module
+
+# Scratch buffers up to this size live on the stack (one alloca in the entry block); larger ones
+# come from aligned_alloc, so a big padding stage cannot overflow a thread's stack.
+MAX_STACK_BYTES = 64 * 1024
+
+# Math intrinsics that are LLVM intrinsics of the same (or the named) name.
+_LLVM_INTRINSICS = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "log10": "log10", "sqrt": "sqrt",
+                    "tanh": "tanh", "fabs": "fabs", "floor": "floor", "ceil": "ceil", "round": "nearbyint",
+                    "trunc": "trunc", "sin": "sin", "cos": "cos", "pow": "pow", "fma": "fma"}
+_FCMP = {"eq": "oeq", "ne": "une", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge"}
+_ICMP_SIGNED = {"eq": "eq", "ne": "ne", "lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge"}
+_ICMP_UNSIGNED = {"eq": "eq", "ne": "ne", "lt": "ult", "le": "ule", "gt": "ugt", "ge": "uge"}
+
+
+@dataclass
+class ModuleContext:
+    """What the functions of one LLVM module share: declarations (each declared once), loop
+    metadata numbering, assert messages, and the fast-math flags."""
+
+    fast_math: bool = False
+    declarations: dict[str, str] = field(default_factory=dict)
+    metadata: list[str] = field(default_factory=list)
+    assert_messages: list[str] = field(default_factory=list)
+
+    def declare(self, name: str, text: str) -> str:
+        self.declarations.setdefault(name, text)
+        return name
+
+    def loop_metadata(self, key: str, value: str) -> str:
+        """A distinct `!llvm.loop` node carrying one property."""
+        prop = len(self.metadata)
+        self.metadata.append(f'!{prop} = !{{!"{key}", {value}}}')
+        loop = len(self.metadata)
+        self.metadata.append(f"!{loop} = distinct !{{!{loop}, !{prop}}}")
+        return f"!{loop}"
+
+    @property
+    def fmf(self) -> str:
+        return "fast " if self.fast_math else ""
+
+
+def _round_up(n: int, k: int) -> int:
+    return (n + k - 1) // k * k
+
+
+def buffer_bytes(buf: Buffer) -> int:
+    n = element_bytes(buf.dtype) * lanes_of(buf.dtype)
+    for d in buf.shape:
+        n *= d
+    return n
+
+
+def _strides(buf: Buffer) -> tuple[int, ...]:
+    if buf.strides is not None:
+        return buf.strides
+    out, acc = [], 1
+    for d in reversed(buf.shape):
+        out.append(acc)
+        acc *= d
+    return tuple(reversed(out))
+
+
+def buffer_access(func: PrimFunc) -> tuple[set[int], set[int]]:
+    """ids of the buffers the function loads from and stores to (for readonly/writeonly)."""
+    loads: set[int] = set()
+    stores: set[int] = set()
+    stack: list[object] = [func.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, BufferLoad):
+            loads.add(id(node.buffer))
+        elif isinstance(node, BufferStore):
+            stores.add(id(node.buffer))
+        stack.extend(children(node))  # type: ignore[arg-type]
+    return loads, stores
+
+
+def as_ramp(index: PrimExpr) -> tuple[PrimExpr, int] | None:
+    """(scalar base, constant stride) of a vector index that is an arithmetic sequence:
+    `ramp(b, s, n)`, or a ramp plus or minus a broadcast (what loop vectorization writes)."""
+    if isinstance(index, Ramp):
+        return (index.base, index.stride.value) if isinstance(index.stride, IntImm) else None
+    if isinstance(index, BinaryOp) and index.op in ("add", "sub"):
+        a, b = index.a, index.b
+        if index.op == "add" and isinstance(a, Broadcast):
+            a, b = b, a
+        inner = as_ramp(a) if isinstance(b, Broadcast) else None
+        if inner is not None:
+            return BinaryOp(index.op, inner[0], b.value), inner[1]  # type: ignore[union-attr]
+    return None
+
+
+class FunctionEmitter:
+    """Emits one kernel. `param_align[i]` is the alignment every caller guarantees for param i."""
+
+    def __init__(self, ctx: ModuleContext, func: PrimFunc, symbol: str, param_align: list[int],
+                 noalias: bool = True, linkage: str = "internal") -> None:
+        self.ctx = ctx
+        self.func = func
+        self.symbol = symbol
+        self.param_align = param_align
+        self.noalias = noalias
+        self.linkage = linkage
+        self.lines: list[str] = []
+        self.allocas: list[str] = []
+        self.values: dict[int, str] = {}    # Var id -> SSA value
+        self.pointers: dict[int, tuple[str, int]] = {}   # Buffer id -> (pointer value, alignment)
+        self.temps = 0
+        self.labels = 0
+        self.block = "entry"
+        self.where = func.span
+
+    # -- small emission helpers
+    def tmp(self) -> str:
+        self.temps += 1
+        return f"%t{self.temps}"
+
+    def label(self, hint: str) -> str:
+        self.labels += 1
+        return f"{hint}{self.labels}"
+
+    def emit(self, text: str) -> str:
+        """Emits `%tN = text` and returns `%tN`."""
+        name = self.tmp()
+        self.lines.append(f"  {name} = {text}")
+        return name
+
+    def start_block(self, label: str) -> None:
+        self.lines.append(f"{label}:")
+        self.block = label
+
+    def fail(self, message: str, node: object) -> DiagnosticError:
+        return DiagnosticError(f"codegen: {message}", getattr(node, "span", None) or self.where)
+
+    # -- the function
+    def generate(self) -> str:
+        loads, stores = buffer_access(self.func)
+        params = []
+        for i, buf in enumerate(self.func.params):
+            align = self.param_align[i]
+            flags = "noalias nocapture" if self.noalias else "nocapture"
+            if id(buf) not in stores:
+                flags += " readonly"
+            elif id(buf) not in loads:
+                flags += " writeonly"
+            params.append(f"ptr {flags} align {align} %b{i}")
+            self.pointers[id(buf)] = (f"%b{i}", align)
+        self.statements(self.func.body)
+        self.lines.append(f"  ret i32 {STATUS_OK}")
+        linkage = f"{self.linkage} " if self.linkage else ""
+        head = f"define {linkage}i32 @{self.symbol}({', '.join(params)}) #0 {{"
+        return "\n".join([head, "entry:", *self.allocas, *self.lines, "}", ""])
+
+    # -- statements
+    def statements(self, root: Stmt) -> None:
+        stack: list[Stmt | Callable[[], None]] = [root]
+        while stack:
+            item = stack.pop()
+            if callable(item):
+                item()
+                continue
+            self.where = item.span or self.where
+            if isinstance(item, SeqStmt):
+                stack.extend(reversed(item.stmts))
+            elif isinstance(item, For):
+                vector = vectorize_loop(item) if item.kind == "vectorized" else None
+                if vector is not None:
+                    stack.append(vector)
+                    continue
+                stack.append(self.loop(item))
+                stack.append(item.body)
+            elif isinstance(item, LetStmt):
+                self.values[id(item.var)] = self.expr(item.value)
+                stack.append(item.body)
+            elif isinstance(item, Allocate):
+                after = self.allocate(item.buffer)
+                if after is not None:
+                    stack.append(after)
+                stack.append(item.body)
+            elif isinstance(item, BufferStore):
+                self.store(item)
+            elif isinstance(item, IfThenElse):
+                stack.extend(reversed(self.branch(item)))
+            elif isinstance(item, Evaluate):
+                self.expr(item.value)
+            elif isinstance(item, AssertStmt):
+                self.assertion(item)
+            else:
+                raise self.fail(f"unsupported statement {type(item).__name__}", item)
+
+    def loop(self, node: For) -> Callable[[], None]:
+        """Opens the loop (header, body block) and returns what closes it after the body."""
+        ty = value_type(node.var.dtype)
+        unsigned = is_unsigned(node.var.dtype)
+        begin = self.expr(node.begin)
+        end = self.expr(node.end)
+        pre = self.block
+        header, body, exit_ = self.label("loop"), self.label("body"), self.label("done")
+        self.lines.append(f"  br label %{header}")
+        self.start_block(header)
+        var = self.tmp()
+        phi_at = len(self.lines)
+        self.lines.append("")  # the phi, written when the latch is known
+        cond = self.emit(f"icmp {'ult' if unsigned else 'slt'} {ty} {var}, {end}")
+        self.lines.append(f"  br i1 {cond}, label %{body}, label %{exit_}")
+        self.start_block(body)
+        self.values[id(node.var)] = var
+        metadata = {"vectorized": ("llvm.loop.vectorize.enable", "i1 true"),
+                    "unrolled": ("llvm.loop.unroll.full", None)}.get(node.kind)
+
+        def close() -> None:
+            nxt = self.emit(f"add {'nuw' if unsigned else 'nsw'} {ty} {var}, 1")
+            latch = self.block
+            self.lines[phi_at] = f"  {var} = phi {ty} [ {begin}, %{pre} ], [ {nxt}, %{latch} ]"
+            tag = ""
+            if metadata is not None:
+                key, value = metadata
+                tag = ", !llvm.loop " + (self.ctx.loop_metadata(key, value) if value else self._unroll_full())
+            self.lines.append(f"  br label %{header}{tag}")
+            self.start_block(exit_)
+        return close
+
+    def _unroll_full(self) -> str:
+        loop = len(self.ctx.metadata)
+        prop = loop + 1
+        self.ctx.metadata.append(f"!{loop} = distinct !{{!{loop}, !{prop}}}")
+        self.ctx.metadata.append(f'!{prop} = !{{!"llvm.loop.unroll.full"}}')
+        return f"!{loop}"
+
+    def allocate(self, buf: Buffer) -> Callable[[], None] | None:
+        nbytes = max(_round_up(buffer_bytes(buf), 64), 64)
+        if nbytes <= MAX_STACK_BYTES:
+            name = f"%a{len(self.allocas)}"
+            self.allocas.append(f"  {name} = alloca [{nbytes} x i8], align 64")
+            self.pointers[id(buf)] = (name, 64)
+            return None
+        alloc = self.ctx.declare("aligned_alloc", "declare noalias ptr @aligned_alloc(i64, i64)")
+        free = self.ctx.declare("free", "declare void @free(ptr)")
+        ptr = self.emit(f"call ptr @{alloc}(i64 64, i64 {nbytes})")
+        null = self.emit(f"icmp eq ptr {ptr}, null")
+        ok, bad = self.label("alloc_ok"), self.label("alloc_failed")
+        self.lines.append(f"  br i1 {null}, label %{bad}, label %{ok}")
+        self.start_block(bad)
+        self.lines.append(f"  ret i32 {STATUS_OUT_OF_MEMORY}")
+        self.start_block(ok)
+        self.pointers[id(buf)] = (ptr, 64)
+        return lambda: self.lines.append(f"  call void @{free}(ptr {ptr})")
+
+    def branch(self, node: IfThenElse) -> list[Stmt | Callable[[], None]]:
+        """Opens the `then` block; returns the work in order (then body, switch, else body, join)."""
+        cond = self.expr(node.cond)
+        then, other, join = self.label("then"), self.label("else"), self.label("endif")
+        has_else = node.else_body is not None
+        self.lines.append(f"  br i1 {cond}, label %{then}, label %{other if has_else else join}")
+        self.start_block(then)
+
+        def to_else() -> None:
+            self.lines.append(f"  br label %{join}")
+            self.start_block(other)
+
+        def to_join() -> None:
+            self.lines.append(f"  br label %{join}")
+            self.start_block(join)
+        if has_else:
+            return [node.then_body, to_else, node.else_body, to_join]  # type: ignore[list-item]
+        return [node.then_body, to_join]
+
+    def assertion(self, node: AssertStmt) -> None:
+        cond = self.expr(node.cond)
+        code = STATUS_ASSERT_BASE + len(self.ctx.assert_messages)
+        self.ctx.assert_messages.append(node.message)
+        ok, bad = self.label("assert_ok"), self.label("assert_failed")
+        self.lines.append(f"  br i1 {cond}, label %{ok}, label %{bad}")
+        self.start_block(bad)
+        self.lines.append(f"  ret i32 {code}")
+        self.start_block(ok)
+
+    # -- memory
+    def address(self, buf: Buffer, indices: tuple[PrimExpr, ...], values: list[str], node: object
+                ) -> tuple[str, int, bool]:
+        """(pointer or vector of pointers, lanes, contiguous) of an access."""
+        if id(buf) not in self.pointers:
+            raise self.fail(f"buffer %{buf.name} is used outside its scope", node)
+        base, _ = self.pointers[id(buf)]
+        mem = memory_type(buf.dtype)
+        strides = _strides(buf)
+        lanes = max((lanes_of(i.dtype) for i in indices), default=1)
+        if lanes == 1:
+            offset = self.scalar_offset(indices, values, strides)
+            return self.emit(f"getelementptr inbounds {mem}, ptr {base}, i64 {offset}"), 1, True
+        vector = [k for k, i in enumerate(indices) if lanes_of(i.dtype) > 1]
+        ramp = as_ramp(indices[vector[0]])
+        if len(vector) == 1 and ramp is not None and ramp[1] * strides[vector[0]] == 1:
+            scalar_values = list(values)
+            scalar_values[vector[0]] = self.expr(ramp[0])
+            scalar_indices = list(indices)
+            scalar_indices[vector[0]] = ramp[0]
+            offset = self.scalar_offset(tuple(scalar_indices), scalar_values, strides)
+            return self.emit(f"getelementptr inbounds {mem}, ptr {base}, i64 {offset}"), lanes, True
+        vty = f"<{lanes} x i64>"
+        total = None
+        for index, value, stride in zip(indices, values, strides):
+            wide = self.widen(index.dtype, value, 64, lanes)
+            term = self.emit(f"mul {vty} {wide}, splat (i64 {stride})")
+            total = term if total is None else self.emit(f"add {vty} {total}, {term}")
+        return self.emit(f"getelementptr inbounds {mem}, ptr {base}, {vty} {total}"), lanes, False
+
+    def widen(self, dtype: str, value: str, bits: int, lanes: int) -> str:
+        """An integer index as i64 (splat to `lanes` when it is a scalar)."""
+        src = value_type(dtype)
+        n = lanes_of(dtype)
+        dst = "i64" if n == 1 else f"<{n} x i64>"
+        if scalar_type(dtype) != "i64":
+            op = "zext" if is_unsigned(dtype) or is_bool(dtype) else "sext"
+            value = self.emit(f"{op} {src} {value} to {dst}")
+        if n == 1 and lanes > 1:
+            value = self.splat("i64", value, lanes)
+        return value
+
+    def splat(self, scalar: str, value: str, lanes: int) -> str:
+        vty = f"<{lanes} x {scalar}>"
+        one = self.emit(f"insertelement {vty} poison, {scalar} {value}, i64 0")
+        return self.emit(f"shufflevector {vty} {one}, {vty} poison, <{lanes} x i32> zeroinitializer")
+
+    def scalar_offset(self, indices: tuple[PrimExpr, ...], values: list[str], strides: tuple[int, ...]) -> str:
+        total: str | None = None
+        for index, value, stride in zip(indices, values, strides):
+            if isinstance(index, IntImm):
+                term_const = index.value * stride
+                if term_const == 0:
+                    continue
+                term = str(term_const)
+            else:
+                wide = self.widen(index.dtype, value, 64, 1)
+                term = wide if stride == 1 else self.emit(f"mul nsw i64 {wide}, {stride}")
+            total = term if total is None else self.emit(f"add nsw i64 {total}, {term}")
+        return total if total is not None else "0"
+
+    def load(self, node: BufferLoad, values: list[str]) -> str:
+        buf = node.buffer
+        ptr, lanes, contiguous = self.address(buf, node.indices, values, node)
+        mem = memory_type(buf.dtype)
+        align = element_bytes(buf.dtype)
+        if lanes == 1:
+            raw = self.emit(f"load {mem}, ptr {ptr}, align {align}")
+        elif contiguous:
+            raw = self.emit(f"load <{lanes} x {mem}>, ptr {ptr}, align {align}")
+        else:
+            raw = "poison"
+            vty = f"<{lanes} x {mem}>"
+            for k in range(lanes):
+                p = self.emit(f"extractelement <{lanes} x ptr> {ptr}, i64 {k}")
+                v = self.emit(f"load {mem}, ptr {p}, align {align}")
+                raw = self.emit(f"insertelement {vty} {raw}, {mem} {v}, i64 {k}")
+        if is_bool(buf.dtype):
+            ty = mem if lanes == 1 else f"<{lanes} x {mem}>"
+            return self.emit(f"icmp ne {ty} {raw}, {'zeroinitializer' if lanes > 1 else '0'}")
+        return raw
+
+    def store(self, node: BufferStore) -> None:
+        buf = node.buffer
+        values = [self.expr(i) for i in node.indices]
+        value = self.expr(node.value)
+        ptr, lanes, contiguous = self.address(buf, node.indices, values, node)
+        mem = memory_type(buf.dtype)
+        align = element_bytes(buf.dtype)
+        vty = mem if lanes == 1 else f"<{lanes} x {mem}>"
+        if is_bool(buf.dtype):
+            value = self.emit(f"zext {value_type(node.value.dtype)} {value} to {vty}")
+        if lanes == 1 or contiguous:
+            self.lines.append(f"  store {vty} {value}, ptr {ptr}, align {align}")
+            return
+        for k in range(lanes):
+            p = self.emit(f"extractelement <{lanes} x ptr> {ptr}, i64 {k}")
+            v = self.emit(f"extractelement {vty} {value}, i64 {k}")
+            self.lines.append(f"  store {mem} {v}, ptr {p}, align {align}")
+
+    # -- expressions: post-order over an explicit stack; `if_then_else` opens blocks
+    def expr(self, root: PrimExpr) -> str:
+        results: list[str] = []
+        tasks: list[tuple[str, PrimExpr, tuple[str, ...]]] = [("eval", root, ())]
+        while tasks:
+            kind, node, state = tasks.pop()
+            if kind == "eval":
+                if isinstance(node, IfExpr):
+                    tasks.append(("if_cond", node, ()))
+                    tasks.append(("eval", node.cond, ()))
+                    continue
+                kids = self.operands(node)
+                tasks.append(("apply", node, ()))
+                tasks.extend(("eval", k, ()) for k in reversed(kids))
+            elif kind == "apply":
+                n = len(self.operands(node))
+                args = results[len(results) - n:] if n else []
+                if n:
+                    del results[-n:]
+                results.append(self.operation(node, args))
+            elif kind == "if_cond":
+                cond = results.pop()
+                then, other, join = self.label("if_true"), self.label("if_false"), self.label("if_join")
+                self.lines.append(f"  br i1 {cond}, label %{then}, label %{other}")
+                self.start_block(then)
+                tasks.append(("if_then", node, (other, join)))
+                tasks.append(("eval", node.true_value, ()))  # type: ignore[attr-defined]
+            elif kind == "if_then":
+                other, join = state
+                tasks.append(("if_else", node, (join, results.pop(), self.block)))
+                self.lines.append(f"  br label %{join}")
+                self.start_block(other)
+                tasks.append(("eval", node.false_value, ()))  # type: ignore[attr-defined]
+            else:  # if_else
+                join, then_value, then_block = state
+                else_value, else_block = results.pop(), self.block
+                self.lines.append(f"  br label %{join}")
+                self.start_block(join)
+                results.append(self.emit(f"phi {value_type(node.dtype)} [ {then_value}, %{then_block} ], "
+                                         f"[ {else_value}, %{else_block} ]"))
+        return results[0]
+
+    @staticmethod
+    def operands(node: PrimExpr) -> tuple[PrimExpr, ...]:
+        if isinstance(node, Var):
+            return ()
+        return children(node)  # type: ignore[return-value]
+
+    def operation(self, node: PrimExpr, args: list[str]) -> str:
+        if isinstance(node, Var):
+            if id(node) not in self.values:
+                raise self.fail(f"variable %{node.name} is used outside its scope", node)
+            return self.values[id(node)]
+        if isinstance(node, (IntImm, FloatImm)):
+            return constant(node.dtype, node.value)
+        if isinstance(node, BufferLoad):
+            return self.load(node, args)
+        if isinstance(node, BinaryOp):
+            return self.binary(node, args[0], args[1])
+        if isinstance(node, Not):
+            return self.emit(f"xor {value_type(node.dtype)} {args[0]}, {constant(node.dtype, 1)}")
+        if isinstance(node, Select):
+            cty = value_type(node.cond.dtype)
+            ty = value_type(node.dtype)
+            return self.emit(f"select {cty} {args[0]}, {ty} {args[1]}, {ty} {args[2]}")
+        if isinstance(node, Cast):
+            return self.cast(node.value.dtype, node.dtype, args[0])
+        if isinstance(node, Broadcast):
+            return self.splat(value_type(node.value.dtype), args[0], node.lanes)
+        if isinstance(node, Ramp):
+            ty = value_type(node.dtype)
+            scalar = scalar_type(node.dtype)
+            iota = ", ".join(f"{scalar} {k}" for k in range(node.lanes))
+            base = self.splat(scalar, args[0], node.lanes)
+            stride = self.splat(scalar, args[1], node.lanes)
+            steps = self.emit(f"mul {ty} {stride}, <{iota}>")
+            return self.emit(f"add {ty} {base}, {steps}")
+        if isinstance(node, Call):
+            return self.intrinsic(node, args)
+        raise self.fail(f"unsupported expression {type(node).__name__}", node)
+
+    def binary(self, node: BinaryOp, a: str, b: str) -> str:
+        op, dtype = node.op, node.a.dtype
+        ty = value_type(dtype)
+        fmf = self.ctx.fmf
+        if is_float(dtype):
+            if op in ("add", "sub", "mul", "div"):
+                return self.emit(f"f{op if op != 'div' else 'div'} {fmf}{ty} {a}, {b}")
+            if op in _FCMP:
+                return self.emit(f"fcmp {fmf}{_FCMP[op]} {ty} {a}, {b}")
+            if op in ("min", "max"):
+                name = f"llvm.{op}imum.{intrinsic_suffix(dtype)}"
+                self.ctx.declare(name, f"declare {ty} @{name}({ty}, {ty})")
+                return self.emit(f"call {fmf}{ty} @{name}({ty} {a}, {ty} {b})")
+            raise self.fail(f"`{op}` on floats", node)
+        unsigned = is_unsigned(dtype) or is_bool(dtype)
+        if op in ("add", "sub", "mul"):
+            return self.emit(f"{op} {ty} {a}, {b}")
+        if op in _ICMP_SIGNED:
+            return self.emit(f"icmp {(_ICMP_UNSIGNED if unsigned else _ICMP_SIGNED)[op]} {ty} {a}, {b}")
+        if op in ("and", "or"):
+            return self.emit(f"{op} {ty} {a}, {b}")
+        if op in ("min", "max"):
+            if is_bool(dtype):
+                return self.emit(f"{'and' if op == 'min' else 'or'} {ty} {a}, {b}")
+            name = f"llvm.{'u' if unsigned else 's'}{op}.{intrinsic_suffix(dtype)}"
+            self.ctx.declare(name, f"declare {ty} @{name}({ty}, {ty})")
+            return self.emit(f"call {ty} @{name}({ty} {a}, {ty} {b})")
+        if op in ("div", "floordiv", "floormod"):
+            return self.division(node, a, b, ty, unsigned)
+        raise self.fail(f"unsupported operator `{op}`", node)
+
+    def division(self, node: BinaryOp, a: str, b: str, ty: str, unsigned: bool) -> str:
+        """Integer `/` (truncating), `floordiv`, `floormod`. A zero divisor (an error in TIR) is
+        replaced by 1 and `x / -1` is computed as a negation, so neither can trap."""
+        op, dtype = node.op, node.a.dtype
+        known = node.b.value if isinstance(node.b, IntImm) else None
+        zero, one = constant(dtype, 0), constant(dtype, 1)
+        if unsigned:
+            safe = b if known else self.emit(f"select {self.cmp_type(dtype)} {self.emit(f'icmp eq {ty} {b}, {zero}')}, "
+                                             f"{ty} {one}, {ty} {b}")
+            return self.emit(f"{'urem' if op == 'floormod' else 'udiv'} {ty} {a}, {safe}")
+        if known is not None and known not in (0, -1):
+            safe, minus_one = b, None
+        else:
+            minus_one = self.emit(f"icmp eq {ty} {b}, {constant(dtype, -1)}")
+            is_zero = self.emit(f"icmp eq {ty} {b}, {zero}")
+            bad = self.emit(f"or {self.cmp_type(dtype)} {minus_one}, {is_zero}")
+            safe = self.emit(f"select {self.cmp_type(dtype)} {bad}, {ty} {one}, {ty} {b}")
+        quotient = self.emit(f"sdiv {ty} {a}, {safe}")
+        if minus_one is not None:
+            negated = self.emit(f"sub {ty} {zero}, {a}")
+            quotient = self.emit(f"select {self.cmp_type(dtype)} {minus_one}, {ty} {negated}, {ty} {quotient}")
+        if op == "div":
+            return quotient
+        rem = self.emit(f"srem {ty} {a}, {safe}")  # 0 when b is -1 (safe is then 1), as it should be
+        cty = self.cmp_type(dtype)
+        nonzero = self.emit(f"icmp ne {ty} {rem}, {zero}")
+        signs = self.emit(f"xor {ty} {rem}, {b}")
+        differ = self.emit(f"icmp slt {ty} {signs}, {zero}")
+        adjust = self.emit(f"and {cty} {nonzero}, {differ}")
+        if op == "floordiv":
+            step = self.emit(f"zext {cty} {adjust} to {ty}")
+            return self.emit(f"sub {ty} {quotient}, {step}")
+        return self.emit(f"add {ty} {rem}, {self.emit(f'select {cty} {adjust}, {ty} {b}, {ty} {zero}')}")
+
+    @staticmethod
+    def cmp_type(dtype: str) -> str:
+        return value_type(with_lanes("bool", lanes_of(dtype)))
+
+    def cast(self, src: str, dst: str, value: str) -> str:
+        s, d = value_type(src), value_type(dst)
+        if element_of(src) == element_of(dst):
+            return value
+        if is_bool(dst):   # numpy: nonzero is True
+            if is_float(src):
+                return self.emit(f"fcmp une {s} {value}, {constant(src, 0)}")
+            return self.emit(f"icmp ne {s} {value}, {constant(src, 0)}")
+        src_float, dst_float = is_float(src), is_float(dst)
+        if src_float and dst_float:
+            wider = element_bytes(dst) > element_bytes(src)
+            if element_bytes(dst) == element_bytes(src):   # half <-> bfloat: through float
+                mid = value_type(with_lanes("float32", lanes_of(src)))
+                return self.emit(f"fptrunc {mid} {self.emit(f'fpext {s} {value} to {mid}')} to {d}")
+            return self.emit(f"{'fpext' if wider else 'fptrunc'} {s} {value} to {d}")
+        unsigned_src = is_unsigned(src) or is_bool(src)
+        if dst_float:
+            return self.emit(f"{'uitofp' if unsigned_src else 'sitofp'} {s} {value} to {d}")
+        if src_float:
+            # Out-of-range conversions are poison in LLVM; freeze keeps them to one unknown value.
+            raw = self.emit(f"{'fptoui' if is_unsigned(dst) else 'fptosi'} {s} {value} to {d}")
+            return self.emit(f"freeze {d} {raw}")
+        sbits, dbits = element_bytes(src) * 8, element_bytes(dst) * 8
+        if is_bool(src):
+            sbits = 1
+        if dbits == sbits:
+            return value
+        if dbits < sbits:
+            return self.emit(f"trunc {s} {value} to {d}")
+        return self.emit(f"{'zext' if unsigned_src else 'sext'} {s} {value} to {d}")
+
+    def intrinsic(self, node: Call, args: list[str]) -> str:
+        dtype = node.dtype
+        ty = value_type(dtype)
+        fmf = self.ctx.fmf
+        name = node.name
+        if name in _LLVM_INTRINSICS:
+            full = f"llvm.{_LLVM_INTRINSICS[name]}.{intrinsic_suffix(dtype)}"
+            self.ctx.declare(full, f"declare {ty} @{full}({', '.join([ty] * len(args))})")
+            return self.emit(f"call {fmf}{ty} @{full}({', '.join(f'{ty} {a}' for a in args)})")
+        one = constant(dtype, 1.0)
+        if name == "rsqrt":
+            root = self.intrinsic(Call("sqrt", node.args), args)
+            return self.emit(f"fdiv {fmf}{ty} {one}, {root}")
+        if name == "sigmoid":   # 1 / (1 + exp(-x)), as the interpreter computes it
+            neg = self.emit(f"fneg {fmf}{ty} {args[0]}")
+            e = self.intrinsic(Call("exp", node.args), [neg])
+            return self.emit(f"fdiv {fmf}{ty} {one}, {self.emit(f'fadd {fmf}{ty} {one}, {e}')}")
+        if name == "erf":
+            return self.libm("erf", dtype, args[0])
+        raise self.fail(f"unsupported intrinsic `{name}`", node)
+
+    def libm(self, base: str, dtype: str, value: str) -> str:
+        """A one-argument libm function lane by lane (half/bfloat via float)."""
+        lanes = lanes_of(dtype)
+        scalar = scalar_type(dtype)
+        compute = "double" if scalar == "double" else "float"
+        fname = base if compute == "double" else base + "f"
+        self.ctx.declare(fname, f"declare {compute} @{fname}({compute})")
+        out = "poison"
+        for k in range(lanes):
+            lane = value if lanes == 1 else self.emit(f"extractelement <{lanes} x {scalar}> {value}, i64 {k}")
+            if scalar != compute:
+                lane = self.emit(f"fpext {scalar} {lane} to {compute}")
+            r = self.emit(f"call {compute} @{fname}({compute} {lane})")
+            if scalar != compute:
+                r = self.emit(f"fptrunc {compute} {r} to {scalar}")
+            if lanes == 1:
+                return r
+            out = self.emit(f"insertelement <{lanes} x {scalar}> {out}, {scalar} {r}, i64 {k}")
+        return out
+
+
+def primfunc_to_llvm(ctx: ModuleContext, func: PrimFunc, symbol: str, param_align: list[int] | None = None,
+                     noalias: bool = True, linkage: str = "internal") -> str:
+    """The `define` of one kernel (declarations and metadata go to `ctx`; attributes are `#0`).
+    Without `param_align`, a buffer's own `align` (or its element size) is assumed."""
+    aligns = param_align if param_align is not None else [max(b.align, element_bytes(b.dtype)) for b in func.params]
+    return FunctionEmitter(ctx, func, symbol, aligns, noalias, linkage).generate()

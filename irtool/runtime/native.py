@@ -1,0 +1,222 @@
+"""Running compiled modules on numpy arrays, in process (MCJIT).
+
+`build(mod)` lowers (when needed), generates and JIT-compiles `main`; the result is cached by the
+hash of the generated LLVM IR and the target options, so building the same module twice compiles
+once. Calls check every input's name, shape, dtype and C-contiguity (a `DiagnosticError` that
+names the parameter), copy inputs that are not 64-byte aligned (the ABI requires it), allocate
+the outputs aligned, and reuse one 64-byte-aligned workspace per built module (so a built
+module is not re-entrant: one call at a time).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import llvmlite.binding as llvm
+import numpy as np
+
+from irtool.codegen.compile import DEFAULT_PIPELINE, CompiledArtifacts, compile_module, ensure_lowered
+from irtool.codegen.entry import ABI, TensorSpec, generate_module, sanitize
+from irtool.codegen.target import TargetOptions
+from irtool.codegen.tir_to_llvm import STATUS_ASSERT_BASE, STATUS_MISALIGNED, STATUS_OUT_OF_MEMORY
+from irtool.eval.tir_interp import array_shape, numpy_dtype
+from irtool.ir.module import IRModule
+from irtool.ir.tir import PrimFunc
+from irtool.ir.types import TupleType, Type
+from irtool.syntax.diagnostics import DiagnosticError
+
+ALIGN = 64
+_CACHE: dict[str, llvm.ExecutionEngine] = {}
+
+
+def aligned_empty(shape: tuple[int, ...], dtype: str | np.dtype) -> np.ndarray:
+    """An uninitialised C-contiguous array whose data starts on a 64-byte boundary."""
+    dt = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    raw = np.empty(nbytes + ALIGN, np.uint8)
+    start = -raw.ctypes.data % ALIGN
+    return raw[start:start + nbytes].view(dt).reshape(shape)
+
+
+def _jit(ir: str, options: TargetOptions, art_builder: Callable[[], CompiledArtifacts],
+         symbol: str | None) -> tuple[llvm.ExecutionEngine, int]:
+    """A finalized engine for `ir` (cached by its hash and the options) and `symbol`'s address."""
+    key = hashlib.sha256(repr((ir, options)).encode()).hexdigest()
+    engine = _CACHE.get(key)
+    if engine is None:
+        art = art_builder()
+        engine = llvm.create_mcjit_compiler(art.llvm_module, art.target)
+        engine.finalize_object()
+        _CACHE[key] = engine
+    return engine, (engine.get_function_address(symbol) if symbol else 0)
+
+
+class NativeModule:
+    """`main` compiled to native code; call it like the interpreter's `run_function`."""
+
+    def __init__(self, mod: IRModule, options: TargetOptions, prefix: str = "irtool") -> None:
+        generated = generate_module(mod, prefix, options)
+        if generated.abi is None:
+            raise DiagnosticError("irtool.build: the module has no `main` function to run")
+        self.abi: ABI = generated.abi
+        self.ir = generated.ir
+        # The engine must outlive every call through its function pointer: it is kept here.
+        self._engine, address = _jit(self.ir, options, lambda: compile_module(generated, prefix, options, jit=True),
+                                     f"{self.abi.prefix}_run")
+        self._run = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(address)
+        self._workspace = aligned_empty((max(self.abi.workspace_bytes, 1),), np.uint8)
+        self._in = (ctypes.c_void_p * max(len(self.abi.inputs), 1))()
+        self._out = (ctypes.c_void_p * max(len(self.abi.outputs), 1))()
+
+    @property
+    def input_names(self) -> list[str]:
+        return [spec.name for spec in self.abi.inputs]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.run(*args, **kwargs)
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        """Outputs of `main` for inputs given in parameter order and/or by name (a tuple
+        parameter `t` as a tuple, or as `t.0`, `t.1` ... via a mapping)."""
+        arrays = self._bind(args, kwargs)
+        outs = [aligned_empty(spec.shape, spec.dtype) for spec in self.abi.outputs]
+        for k, a in enumerate(arrays):
+            self._in[k] = a.ctypes.data
+        for k, o in enumerate(outs):
+            self._out[k] = o.ctypes.data
+        status = self._run(ctypes.addressof(self._in), ctypes.addressof(self._out), self._workspace.ctypes.data)
+        if status != 0:
+            raise DiagnosticError(f"native `main` failed: {describe_status(status, self.abi)}")
+        return _structure(self.abi.result_type, iter(outs))
+
+    def _bind(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[np.ndarray]:
+        flat: dict[str, Any] = {}
+        specs = self.abi.inputs
+        params = _param_groups(specs)
+        if len(args) > len(params):
+            raise DiagnosticError(f"main takes {len(params)} parameter(s), {len(args)} given")
+        for (pname, group), value in zip(params, args):
+            _spread(pname, group, value, flat)
+        for key, value in kwargs.items():
+            key = key.lstrip("%")
+            group = dict(params).get(key)
+            if group is None and key not in {s.name for s in specs}:
+                raise DiagnosticError(f"main has no parameter `{key}` (parameters: {', '.join(p for p, _ in params)})")
+            if key in flat or (group is not None and any(s.name in flat for s in group)):
+                raise DiagnosticError(f"parameter `{key}` is given twice")
+            if group is not None:
+                _spread(key, group, value, flat)
+            else:
+                flat[key] = value
+        missing = [s.name for s in specs if s.name not in flat]
+        if missing:
+            raise DiagnosticError(f"missing input(s) {', '.join('`' + m + '`' for m in missing)}")
+        return [_check(spec, flat[spec.name]) for spec in specs]
+
+
+def _param_groups(specs: list[TensorSpec]) -> list[tuple[str, list[TensorSpec]]]:
+    groups: dict[str, list[TensorSpec]] = {}
+    for s in specs:
+        groups.setdefault(s.name.split(".", 1)[0] if "." in s.name else s.name, []).append(s)
+    return list(groups.items())
+
+
+def _spread(name: str, group: list[TensorSpec], value: Any, flat: dict[str, Any]) -> None:
+    if len(group) == 1 and group[0].name == name:
+        flat[name] = value
+        return
+    if not isinstance(value, (tuple, list)) or len(value) != len(group):
+        raise DiagnosticError(f"parameter `{name}` is a tuple of {len(group)} tensors; pass a tuple of arrays")
+    for spec, v in zip(group, value):
+        flat[spec.name] = v
+
+
+def _check(spec: TensorSpec, value: Any) -> np.ndarray:
+    if not isinstance(value, np.ndarray):
+        if isinstance(value, (int, float, bool, np.generic)) and spec.shape == ():
+            value = np.asarray(value, dtype=spec.dtype)
+        else:
+            raise DiagnosticError(f"input `{spec.name}` must be a numpy array, got {type(value).__name__}")
+    if value.shape != spec.shape:
+        raise DiagnosticError(f"input `{spec.name}` must have shape {spec.shape}, got {value.shape}")
+    if value.dtype != np.dtype(spec.dtype):
+        raise DiagnosticError(f"input `{spec.name}` must have dtype {spec.dtype}, got {value.dtype} "
+                              f"(convert with .astype('{spec.dtype}'))")
+    if not value.flags.c_contiguous:
+        raise DiagnosticError(f"input `{spec.name}` must be C-contiguous (use np.ascontiguousarray)")
+    if value.ctypes.data % ALIGN:
+        copy = aligned_empty(spec.shape, spec.dtype)
+        copy[...] = value
+        return copy
+    return value
+
+
+def _structure(t: Type | None, outs: Any) -> Any:
+    """Flat outputs regrouped as `main`'s result type (tuples stay tuples)."""
+    if isinstance(t, TupleType):
+        return tuple(_structure(f, outs) for f in t.fields)
+    return next(outs)
+
+
+def describe_status(status: int, abi: ABI) -> str:
+    if status == STATUS_MISALIGNED:
+        return "an input, output or the workspace is not 64-byte aligned"
+    if status == STATUS_OUT_OF_MEMORY:
+        return "a kernel could not allocate its scratch memory"
+    k = status - STATUS_ASSERT_BASE
+    if 0 <= k < len(abi.assert_messages):
+        return f"assertion failed: {abi.assert_messages[k]}"
+    return f"status {status}"
+
+
+def build(mod: IRModule, opt_level: int = 3, *, cpu: str = "native", triple: str | None = None,
+          features: str | None = None, fast_math: bool = False,
+          pipeline: str | None = DEFAULT_PIPELINE) -> NativeModule:
+    """Compile `mod`'s `main` (lowering it with `pipeline` first when it is not lowered)."""
+    options = TargetOptions(cpu=cpu, triple=triple, features=features, opt_level=opt_level, fast_math=fast_math)
+    return NativeModule(ensure_lowered(mod, pipeline), options)
+
+
+class KernelLibrary:
+    """Every primfn of a module, JIT-compiled as exported functions: `lib["f"](*arrays)` runs
+    `@f` on numpy arrays in place (one per buffer parameter), like `tir_interp.run_primfunc`."""
+
+    def __init__(self, mod: IRModule, options: TargetOptions, prefix: str = "k") -> None:
+        kernels_only = IRModule()
+        for name, func in mod.functions.items():
+            if isinstance(func, PrimFunc):
+                kernels_only.functions[name] = func
+        generated = generate_module(kernels_only, prefix, options)
+        self.ir = generated.ir
+        self._engine, _ = _jit(self.ir, options, lambda: compile_module(generated, prefix, options, jit=True),
+                               symbol=None)
+        self._funcs = {name: kernels_only.functions[name] for name in generated.kernels}
+        self._prefix = generated.prefix
+
+    def __getitem__(self, name: str) -> Callable[..., None]:
+        func = self._funcs.get(name)
+        if func is None:
+            raise KeyError(name)
+        address = self._engine.get_function_address(f"{self._prefix}_{sanitize(name)}")
+        cfunc = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * len(func.params)))(address)
+
+        def call(*arrays: np.ndarray) -> int:
+            if len(arrays) != len(func.params):
+                raise DiagnosticError(f"@{name} takes {len(func.params)} buffers, {len(arrays)} given")
+            for buf, arr in zip(func.params, arrays):
+                want = array_shape(buf)
+                if arr.shape != want or arr.dtype != numpy_dtype(buf.dtype) or not arr.flags.c_contiguous:
+                    raise DiagnosticError(f"buffer `%{buf.name}` needs a C-contiguous {numpy_dtype(buf.dtype)} "
+                                          f"array of shape {want}, got {arr.dtype} {arr.shape}")
+                if buf.align and arr.ctypes.data % buf.align:
+                    raise DiagnosticError(f"buffer `%{buf.name}` needs {buf.align}-byte alignment (aligned_empty)")
+            return int(cfunc(*(a.ctypes.data for a in arrays)))
+        return call
+
+
+def build_kernels(mod: IRModule, opt_level: int = 3, *, fast_math: bool = False) -> KernelLibrary:
+    """The primfns of `mod` compiled one by one (for testing kernels against the TIR interpreter)."""
+    return KernelLibrary(mod, TargetOptions(opt_level=opt_level, fast_math=fast_math))

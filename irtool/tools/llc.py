@@ -1,0 +1,131 @@
+"""`irtool-llc`: a lowered module (or any module, lowered on the way) to LLVM IR, assembly,
+an object file, a C header or a shared library (LLVM's `llc`).
+
+    irtool-llc FILE|- [-o OUT] --emit=llvm|asm|obj|header|so [-O0..-O3] [--mcpu=native|NAME]
+               [--mtriple=T] [--mattr=+f,-g] [--fast-math] [--prefix NAME] [--pipeline P | --no-pipeline]
+
+Text outputs go to standard output unless `-o` is given; `obj` and `so` default to
+`<stem>.o` / `<stem>.so` beside the working directory. Every output is written atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from irtool.codegen.compile import (DEFAULT_PIPELINE, compile_module, emit_asm, emit_llvm, emit_object,
+                                    ensure_lowered, link_shared)
+from irtool.codegen.entry import generate_module, sanitize
+from irtool.codegen.header import emit_header
+from irtool.codegen.target import TargetOptions
+from irtool.ir.module import IRModule
+from irtool.syntax.diagnostics import DiagnosticError
+from irtool.tools.common import STDIN_NAME, parse_args, read_source, run_tool, write_output
+from irtool.tools.run import load_module
+
+PROG = "irtool-llc"
+EMITS = ("llvm", "asm", "obj", "header", "so")
+
+
+def build_arg_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog=PROG, description="Compile a Relay/TIR module to LLVM IR, assembly, "
+                                 "an object file, a C header or a shared library.")
+    ap.add_argument("file", help="the .relay/.tir file, or - for standard input")
+    ap.add_argument("-o", "--output", metavar="OUT", help="output file (text outputs default to standard output)")
+    ap.add_argument("--emit", choices=EMITS, default="obj", help="what to produce (default: obj)")
+    ap.add_argument("-O", dest="opt_level", type=int, choices=range(4), default=3, metavar="0..3",
+                    help="optimisation level, -O0 .. -O3 (default: 3)")
+    ap.add_argument("--mcpu", default="native", help="target CPU: native (the host, default) or an LLVM CPU name")
+    ap.add_argument("--mtriple", default=None, help="target triple (default: the host's)")
+    ap.add_argument("--mattr", default=None, help="target features, e.g. +avx2,-avx512f (default: the host's "
+                    "when --mcpu=native)")
+    ap.add_argument("--fast-math", action="store_true", help="allow LLVM's fast-math reassociation and contraction")
+    ap.add_argument("--prefix", default=None, help="prefix of the C symbols (default: the input file's stem)")
+    lowering = ap.add_mutually_exclusive_group()
+    lowering.add_argument("--pipeline", default=DEFAULT_PIPELINE,
+                          help=f"passes that lower input that is not lowered yet (default: {DEFAULT_PIPELINE})")
+    lowering.add_argument("--no-pipeline", action="store_true", help="require lowered input")
+    return ap
+
+
+def default_prefix(path: str) -> str:
+    if path == "-" or path == STDIN_NAME:
+        return "module"
+    return sanitize(Path(path).stem)
+
+
+def write_binary(path: str, produce: Callable[[str], None]) -> None:
+    """`produce(temp)` writes a temporary file beside `path`, which then replaces `path` at once."""
+    target = os.path.abspath(path)
+    try:
+        fd, temp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=f".{os.path.basename(target)}.",
+                                    suffix=".tmp")
+        os.close(fd)
+    except OSError as exc:
+        raise DiagnosticError(f"cannot write '{path}': {exc.strerror or exc}") from None
+    try:
+        produce(temp)
+        os.chmod(temp, 0o755 if path.endswith(".so") else 0o644)
+        os.replace(temp, target)
+    except BaseException as exc:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise DiagnosticError(f"cannot write '{path}': {exc.strerror or exc}") from None
+        raise
+
+
+def _write_bytes(data: bytes) -> Callable[[str], None]:
+    def produce(temp: str) -> None:
+        with open(temp, "wb") as f:
+            f.write(data)
+    return produce
+
+
+def compile_file(mod: IRModule, args: argparse.Namespace, prefix: str) -> None:
+    options = TargetOptions(cpu=args.mcpu, triple=args.mtriple, features=args.mattr, opt_level=args.opt_level,
+                            fast_math=args.fast_math)
+    mod = ensure_lowered(mod, None if args.no_pipeline else args.pipeline)
+    if args.emit == "header":
+        generated = generate_module(mod, prefix, options)
+        if generated.abi is None:
+            raise DiagnosticError("irtool-llc: --emit=header needs a `main` function")
+        write_output(args.output, emit_header(generated.abi))
+        return
+    art = compile_module(mod, prefix, options)
+    if args.emit == "llvm":
+        write_output(args.output, emit_llvm(art))
+    elif args.emit == "asm":
+        write_output(args.output, emit_asm(art))
+    elif args.emit == "obj":
+        write_binary(args.output or f"{prefix}.o", _write_bytes(emit_object(art)))
+    else:
+        obj = emit_object(art)
+        write_binary(args.output or f"{prefix}.so", lambda temp: link_shared(obj, temp))
+
+
+def run(args: argparse.Namespace) -> int:
+    name, text = read_source(args.file)
+    mod = load_module(name, text, "main")
+    compile_file(mod, args, args.prefix if args.prefix is not None else default_prefix(args.file))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(build_arg_parser(), argv)
+    if isinstance(args, int):
+        return args
+    if args.prefix is not None and sanitize(args.prefix) != args.prefix:
+        sys.stderr.write(f"{PROG}: error: --prefix must be a C identifier, got `{args.prefix}`\n")
+        return 2
+    return run_tool(PROG, lambda: run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

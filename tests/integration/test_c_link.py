@@ -1,0 +1,115 @@
+"""The emitted object file links into a C program: `irtool-llc --emit=obj` and `--emit=header`,
+a small C driver compiled with `cc` (and -lm) fills the inputs, calls `<prefix>_run`, prints the
+outputs; run as a separate process, its output must match the interpreter."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from irtool.eval.interpreter import flatten_value, run_function
+from irtool.syntax.parser import parse
+
+PROGRAM = """#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 3, 6, 6), float32], %w: Tensor[(4, 3, 3, 3), float32], %t: (Tensor[(4), float32], Tensor[(2, 3), int32])) {
+  %0 = nn.conv2d(%x, %w, padding=[1, 1, 1, 1]);
+  %1 = nn.bias_add(%0, %t.0);
+  %2 = nn.relu(%1);
+  %3 = nn.max_pool2d(%2, pool_size=[2, 2], strides=[2, 2]);
+  %4 = reshape(%3, newshape=[1, 36]);
+  %5 = nn.dense(%4, meta[relay.Constant][0]);
+  %6 = add(%5, meta[relay.Constant][1]);
+  (tanh(%6), %4, divide(%t.1, 2), %t.1)
+}
+#[metadata]
+{"relay.Constant": [{"dtype": "float32", "shape": [5, 36], "data": DENSE}, {"dtype": "float32", "shape": [5], "data": [0.5, -0.25, 1.0, 0.0, 2.0]}]}
+"""
+
+DRIVER = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <math.h>
+#include "model.h"
+
+/* The same deterministic inputs the test computes with numpy. */
+static float *ramp_f(size_t n, double scale) {
+  float *p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+  for (size_t i = 0; i < n; i++) p[i] = (float)(sin((double)i * 0.37) * scale);
+  return p;
+}
+
+static void print_f(const char *name, const float *p, size_t n) {
+  printf("%s", name);
+  for (size_t i = 0; i < n; i++) printf(" %.9g", p[i]);
+  printf("\n");
+}
+
+int main(void) {
+  struct model_inputs in;
+  struct model_outputs out;
+  in.x = ramp_f(1 * 3 * 6 * 6, 1.0);
+  in.w = ramp_f(4 * 3 * 3 * 3, 0.5);
+  in.t_0 = ramp_f(4, 0.1);
+  in.t_1 = aligned_alloc(64, 64);
+  for (int i = 0; i < 6; i++) in.t_1[i] = i * 3 - 7;
+  out.output0 = aligned_alloc(64, 64);
+  out.output1 = aligned_alloc(64, 192);
+  out.output2 = aligned_alloc(64, 64);
+  out.output3 = aligned_alloc(64, 64);
+  void *ws = aligned_alloc(64, (model_workspace_size + 63) / 64 * 64 + 64);
+  int32_t status = model_run(&in, &out, ws);
+  if (status != 0) { printf("status %d\n", status); return 1; }
+  /* A misaligned pointer is refused, not crashed on. */
+  struct model_inputs bad = in;
+  bad.x = (float *)((char *)in.x + 4);
+  printf("misaligned %d\n", model_run(&bad, &out, ws));
+  model_run(&in, &out, ws);
+  print_f("output0", out.output0, 5);
+  print_f("output1", out.output1, 36);
+  printf("output2");
+  for (int i = 0; i < 6; i++) printf(" %d", out.output2[i]);
+  printf("\noutput3");
+  for (int i = 0; i < 6; i++) printf(" %d", out.output3[i]);
+  printf("\n");
+  return 0;
+}
+"""
+
+
+def _ramp(n: int, scale: float) -> np.ndarray:
+    return (np.sin(np.arange(n, dtype=np.float64) * 0.37) * scale).astype(np.float32)
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler (cc)")
+def test_object_file_links_into_a_c_program(tmp_path: Path) -> None:
+    dense = np.round(np.cos(np.arange(5 * 36) * 0.11), 3).astype(np.float32)
+    source = PROGRAM.replace("DENSE", "[" + ", ".join(repr(float(v)) for v in dense) + "]")
+    (tmp_path / "model.relay").write_text(source)
+    llc = [sys.executable, "-m", "irtool.tools.llc", str(tmp_path / "model.relay")]
+    subprocess.run([*llc, "--emit=obj", "-o", str(tmp_path / "model.o")], check=True)
+    subprocess.run([*llc, "--emit=header", "-o", str(tmp_path / "model.h")], check=True)
+    header = (tmp_path / "model.h").read_text()
+    assert "struct model_inputs {\n  float* x;" in header
+    assert "int32_t model_run(const struct model_inputs* in, struct model_outputs* out, void* workspace);" in header
+    assert "extern const uint64_t model_workspace_size;" in header
+    (tmp_path / "main.c").write_text(DRIVER)
+    subprocess.run(["cc", "-O1", "-o", str(tmp_path / "prog"), str(tmp_path / "main.c"), str(tmp_path / "model.o"),
+                    "-lm"], check=True, cwd=tmp_path)
+    done = subprocess.run([str(tmp_path / "prog")], capture_output=True, text=True, check=True)
+    lines = dict(line.split(" ", 1) for line in done.stdout.strip().splitlines())
+    assert lines["misaligned"] == "1"
+
+    mod = parse(source, "model.relay")
+    args = {"x": _ramp(108, 1.0).reshape(1, 3, 6, 6), "w": _ramp(108, 0.5).reshape(4, 3, 3, 3),
+            "t": (_ramp(4, 0.1), (np.arange(6, dtype=np.int32) * 3 - 7).reshape(2, 3))}
+    want = flatten_value(run_function(mod, args))
+    got = [np.array(lines[f"output{k}"].split(), dtype=w.dtype) for k, w in enumerate(want)]
+    np.testing.assert_allclose(got[0], want[0].ravel(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[1], want[1].ravel(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(got[2], want[2].ravel())
+    np.testing.assert_array_equal(got[3], want[3].ravel())

@@ -1,0 +1,40 @@
+"""Source locations survive passes: an error a pass raises after other passes rewrote the module
+still points at the user's original line (issue 10)."""
+
+from __future__ import annotations
+
+import pytest
+
+from irtool.passes.manager import parse_pipeline, run_pipeline
+from irtool.syntax.diagnostics import DiagnosticError, render_error
+from irtool.syntax.parser import parse_module
+
+TEXT = """#[version = "0.0.5"]
+def @scale(%x: Tensor[(2, 8), float32], Inline=1) -> Tensor[(2, 8), float32] {
+  multiply(%x, 2f)
+}
+
+// Inlining and fusion rewrite everything around the `if`, which lowering cannot handle.
+def @main(%a: Tensor[(2, 8), float32], %c: bool) -> Tensor[(2, 8), float32] {
+  %0 = @scale(%a);
+  %1 = nn.relu(%0);
+  if (%c) {
+    add(%1, %a)
+  } else {
+    %1
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("pipeline", ["inline,fuse-ops,lower", "inline,fuse-ops,plan-memory"])
+def test_pass_error_points_at_the_original_line(pipeline: str) -> None:
+    mod = parse_module(TEXT, "locations.relay")
+    with pytest.raises(DiagnosticError) as info:
+        run_pipeline(mod, parse_pipeline(pipeline), verify_each=True)
+    span = info.value.span
+    assert span is not None
+    assert (span.source, span.line, span.col) == ("locations.relay", 10, 3)   # the `if`
+    rendered = render_error(info.value)
+    assert rendered.startswith("locations.relay:10:3: error: ")
+    assert "\n  if (%c) {\n  ^" in rendered
