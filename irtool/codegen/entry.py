@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from irtool.analysis.liveness import ALIAS, CALL, COPY, Liveness, compute_liveness
+from irtool.analysis.liveness import ALIAS, CALL, COPY, Liveness, compute_liveness, flatten_type
 from irtool.analysis.memory_plan import INPUT, MemoryPlan, plan_memory, read_plan
 from irtool.analysis.typecheck import infer_types
 from irtool.codegen.target import TargetOptions
@@ -116,8 +116,10 @@ class _EntryBuilder:
         plan = read_plan(live) or self.plan(live, set(direct))
         bases, ws_bytes = self.layout(plan)
         inputs = self.input_specs(main, live)
-        outputs = [TensorSpec(f"output{k}", f"output{k}", tuple(int(d) for d in live.tensors[t].ttype.shape),
-                              live.tensors[t].ttype.dtype) for k, t in enumerate(live.outputs)]
+        # Shapes from main's result type: a view (reshape) shares its source's tensor but not its shape.
+        result_types = flatten_type(main.body.checked_type, main.span)
+        outputs = [TensorSpec(f"output{k}", f"output{k}", tuple(int(d) for d in t.shape), t.dtype)
+                   for k, t in enumerate(result_types)]
 
         self.lines.append("entry:")
         in_ptrs = []

@@ -88,7 +88,8 @@ class Document:
     # -- diagnostics
     def _parse_recovering(self) -> tuple[IRModule | Expr | None, str]:
         """Parse; on an error inside a top-level definition, blank that definition out (keeping
-        every other position) and parse again, so each broken definition reports its own error."""
+        every other position) and parse again, so each broken definition reports its own error.
+        Returns the program of what still parses (None if nothing does) and the text it came from."""
         current = self.text
         src = SourceText(current, self.name)
         blanked: set[str] = set()
@@ -97,9 +98,10 @@ class Document:
                 return parse(current, self.name), current
             except DiagnosticError as err:
                 first = err.diagnostics[0]
-                if any(f"`{name}`" in first.message for name in blanked):
-                    break   # a consequence of an earlier recovery, not an error of its own
-                self.diagnostics.extend(err.diagnostics)
+                # An error about a name defined in a blanked definition is a consequence of the
+                # recovery, not of its own: its definition is blanked too, silently.
+                if not any(f"`{name}`" in first.message for name in blanked):
+                    self.diagnostics.extend(err.diagnostics)
                 if first.span is None:
                     break
                 offset = src.line_starts[first.span.line - 1] + first.span.col - 1
@@ -108,6 +110,8 @@ class Document:
                     break
                 start, end, unit_name = unit
                 blanked.add(unit_name)
+                if not unit_name.startswith("@"):   # a type: its constructors go with it
+                    blanked.update(re.findall(r"\b[A-Z][A-Za-z0-9_]*", current[start:end]))
                 current = current[:start] + re.sub(r"[^\n]", " ", current[start:end]) + current[end:]
         return None, current
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
+from pygls.uris import from_fs_path, to_fs_path
 from pygls.workspace import TextDocument
 
 from irtool import __version__
@@ -49,7 +50,8 @@ class IRLanguageServer(LanguageServer):
 
 
 def _display_name(uri: str) -> str:
-    return uri.removeprefix("file://")
+    """The file name diagnostics and notes use (the URI itself for unsaved buffers)."""
+    return to_fs_path(uri) or uri
 
 
 def _position(diag: Diagnostic) -> tuple[int, int]:
@@ -69,13 +71,16 @@ def _from_client(doc: TextDocument, position: lsp.Position) -> tuple[int, int]:
 
 def _diagnostic(doc: TextDocument, diag: Diagnostic) -> lsp.Diagnostic:
     rng = span_range(diag.span) if diag.span else ((0, 0), (0, 1))
-    related = [lsp.DiagnosticRelatedInformation(
-        lsp.Location(doc.uri if note.span.source == _display_name(doc.uri) else "file://" + note.span.source,
-                     _to_client(doc, span_range(note.span))), note.message)
-        for note in diag.notes if note.span is not None]
+    related = [lsp.DiagnosticRelatedInformation(lsp.Location(_note_uri(doc, note.span.source),
+                                                             _to_client(doc, span_range(note.span))), note.message)
+               for note in diag.notes if note.span is not None]
     return lsp.Diagnostic(range=_to_client(doc, rng), message=diag.message, source="irtool",
                           severity=_SEVERITY.get(diag.severity, lsp.DiagnosticSeverity.Error),
                           related_information=related or None)
+
+
+def _note_uri(doc: TextDocument, source: str) -> str:
+    return doc.uri if source == _display_name(doc.uri) else from_fs_path(source) or doc.uri
 
 
 def _symbol(doc: TextDocument, item: Outline) -> lsp.DocumentSymbol:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import llvmlite.binding as llvm
@@ -81,8 +81,22 @@ class NativeModule:
     def run(self, *args: Any, **kwargs: Any) -> Any:
         """Outputs of `main` for inputs given in parameter order and/or by name (a tuple
         parameter `t` as a tuple, or as `t.0`, `t.1` ... via a mapping)."""
-        arrays = self._bind(args, kwargs)
         outs = [aligned_empty(spec.shape, spec.dtype) for spec in self.abi.outputs]
+        self.run_into(outs, *args, **kwargs)
+        return _structure(self.abi.result_type, iter(outs))
+
+    def run_into(self, outputs: Sequence[np.ndarray], *args: Any, **kwargs: Any) -> None:
+        """Runs `main` writing the flattened results into `outputs` (C-contiguous, 64-byte
+        aligned, of the right shapes and dtypes), so repeated calls allocate nothing."""
+        arrays = self._bind(args, kwargs)
+        outs = list(outputs)
+        if len(outs) != len(self.abi.outputs):
+            raise DiagnosticError(f"main has {len(self.abi.outputs)} output(s), {len(outs)} arrays given")
+        for spec, o in zip(self.abi.outputs, outs):
+            if (not isinstance(o, np.ndarray) or o.shape != spec.shape or o.dtype != np.dtype(spec.dtype)
+                    or not o.flags.c_contiguous or not o.flags.writeable or o.ctypes.data % ALIGN):
+                raise DiagnosticError(f"{spec.name} needs a writable, C-contiguous, 64-byte-aligned {spec.dtype} "
+                                      f"array of shape {spec.shape} (irtool.runtime.aligned_empty)")
         for k, a in enumerate(arrays):
             self._in[k] = a.ctypes.data
         for k, o in enumerate(outs):
@@ -90,7 +104,6 @@ class NativeModule:
         status = self._run(ctypes.addressof(self._in), ctypes.addressof(self._out), self._workspace.ctypes.data)
         if status != 0:
             raise DiagnosticError(f"native `main` failed: {describe_status(status, self.abi)}")
-        return _structure(self.abi.result_type, iter(outs))
 
     def _bind(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[np.ndarray]:
         flat: dict[str, Any] = {}

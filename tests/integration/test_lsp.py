@@ -181,5 +181,13 @@ def test_several_syntax_errors_are_reported(client: Client) -> None:
     assert "unexpected `2f`" in diags[0]["message"]
     assert "undefined variable `%b`" in diags[1]["message"]
     assert "add takes 2 arguments" in diags[2]["message"]
+    # A note ("previous definition is here") arrives as related information in the same file.
+    client.notify("textDocument/didChange", {"textDocument": {"uri": URI, "version": 2},
+                                             "contentChanges": [{"text": "def @a() { () }\ndef @a() { () }\n"}]})
+    [diag] = client.wait(lambda m: m.get("method") == "textDocument/publishDiagnostics")["params"]["diagnostics"]
+    assert diag["range"]["start"] == {"line": 1, "character": 4}
+    [note] = diag["relatedInformation"]
+    assert note["location"]["uri"] == URI and note["location"]["range"]["start"] == {"line": 0, "character": 0}
+    assert note["message"] == "previous definition is here"
     client.request("shutdown", None)
     client.notify("exit", None)

@@ -57,7 +57,7 @@ def _assert_native_matches(mod: IRModule, seed: int) -> None:
             np.testing.assert_allclose(g, w, rtol=tol, atol=tol, equal_nan=True)
 
 
-@settings(max_examples=60)
+@settings(max_examples=100)
 @given(dataflow_programs(), st.integers(0, 2**16))
 def test_dataflow_programs_natively(mod: IRModule, seed: int) -> None:
     _assert_native_matches(mod, seed)
@@ -163,7 +163,7 @@ def op_programs(draw: st.DrawFn) -> IRModule:
     return mod
 
 
-@settings(max_examples=80)
+@settings(max_examples=150)
 @given(op_programs(), st.integers(0, 2**16))
 def test_operator_programs_natively(mod: IRModule, seed: int) -> None:
     _assert_native_matches(mod, seed)

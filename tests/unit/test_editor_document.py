@@ -123,3 +123,15 @@ def test_tir_names_resolve() -> None:
     assert "%A: Buffer[(64), float32, align=64]" in (doc.hover(find(TIR, "%A", 1)) or "")
     assert "%i: loop variable (parallel)" in (doc.hover(find(TIR, "%i", 1)) or "")
     assert "%x: int32" in (doc.hover(find(TIR, "%x", 1)) or "")
+
+
+def test_recovery_silences_consequences_of_blanked_definitions() -> None:
+    text = ("type L { A(float32 }\n"        # syntax error: the type is blanked out...
+            "def @f() { A(1f) }\n"          # ...so `A` is unknown here: not reported, @f blanked
+            "def @g() { %q }\n"             # an error of its own
+            "def @h() { @f() }\n"           # calls blanked @f: not reported
+            "def @k() -> float32 { 1f }\n")
+    doc = Document(text, "cascade.relay")
+    assert [(d.span.line, d.span.col) for d in doc.diagnostics] == [(1, 20), (3, 12)]
+    assert "undefined variable `%q`" in doc.diagnostics[1].message
+    assert "@k: fn () -> float32" in (doc.hover(find(text, "@k")) or "")

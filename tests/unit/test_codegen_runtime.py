@@ -1,0 +1,144 @@
+"""`irtool.build`: whole modules compiled natively, called on numpy arrays, checked against the
+interpreter; input checking; the entry function's plumbing (constants, views, results that are
+parameters, tuple parameters and results)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import irtool
+from irtool.eval.interpreter import flatten_value, run_function
+from irtool.runtime import aligned_empty
+from irtool.syntax.diagnostics import DiagnosticError
+from irtool.syntax.parser import parse
+
+RESNETISH = """#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 4, 8, 8), float32], %w1: Tensor[(4, 4, 3, 3), float32], %w2: Tensor[(4, 4, 3, 3), float32],
+          %g: Tensor[(4), float32], %b: Tensor[(4), float32], %m: Tensor[(4), float32], %v: Tensor[(4), float32]) {
+  %0 = nn.conv2d(%x, %w1, padding=[1, 1, 1, 1]);
+  %1 = nn.batch_norm(%0, %g, %b, %m, %v);
+  %2 = nn.relu(%1.0);
+  %3 = nn.conv2d(%2, %w2, padding=[1, 1, 1, 1]);
+  %4 = add(%3, %x);
+  %5 = nn.relu(%4);
+  %6 = nn.global_avg_pool2d(%5);
+  %7 = nn.batch_flatten(%6);
+  nn.softmax(%7)
+}
+"""
+
+
+def _random_args(mod: object, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    args = {}
+    for p in mod["main"].params:  # type: ignore[index]
+        shape = tuple(int(d) for d in p.type_annotation.shape)
+        args[p.name_hint] = rng.standard_normal(shape).astype(p.type_annotation.dtype)
+    args.get("v", np.ones(1))[...] = np.abs(args.get("v", np.ones(1))) + 0.1
+    return args
+
+
+def test_resnet_block_matches_the_interpreter() -> None:
+    mod = parse(RESNETISH, "block.relay")
+    args = _random_args(mod)
+    want = run_function(mod, args)
+    got = irtool.build(mod)(**args)
+    assert got.shape == (1, 4) and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    # Positional arguments, and a second call reusing the workspace, give the same result.
+    again = irtool.build(mod).run(*args.values())
+    np.testing.assert_array_equal(again, got)
+
+
+def test_views_parameters_constants_and_repeated_results() -> None:
+    src = """#[version = "0.0.5"]
+def @main(%x: Tensor[(2, 3), float32], %t: (Tensor[(3), int32], Tensor[(2, 2), float32])) {
+  %0 = exp(%x);
+  %1 = reshape(%0, newshape=[3, 2]);
+  %2 = add(%t.1, 1f);
+  (%1, %0, %1, %x, %t.0, %2, multiply(%t.0, 3))
+}
+"""
+    mod = parse(src, "plumbing.relay")
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) / 7
+    t = (np.array([4, -5, 6], np.int32), np.ones((2, 2), np.float32))
+    got = irtool.build(mod)(x, t)
+    want = run_function(mod, {"x": x, "t": t})
+    assert len(got) == 7
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=1e-6)
+    np.testing.assert_array_equal(got[3], x)            # a parameter returned as it is
+    np.testing.assert_array_equal(got[6], [12, -15, 18])
+
+
+def test_integer_and_bool_programs_are_exact() -> None:
+    src = """#[version = "0.0.5"]
+def @main(%a: Tensor[(8), int32], %b: Tensor[(8), int32]) {
+  %0 = divide(%a, %b);
+  (%0, greater(%a, %b), argmax(%a, axis=[0]), sum(%a, axis=[0]), where(less(%a, 0), %a, %b))
+}
+"""
+    mod = parse(src, "ints.relay")
+    a = np.array([7, -7, 9, 0, -12, 5, 100, -3], np.int32)
+    b = np.array([2, 2, -4, 3, 0, -5, 7, 3], np.int32)   # includes a division by zero (numpy: 0)
+    got = flatten_value(irtool.build(mod)(a=a, b=b))
+    want = flatten_value(run_function(mod, {"a": a, "b": b}))
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+    np.testing.assert_array_equal(got[0], [3, -3, -2, 0, 0, -1, 14, -1])
+
+
+def test_inputs_are_checked_with_clear_errors() -> None:
+    mod = parse('#[version = "0.0.5"]\ndef @main(%x: Tensor[(2, 3), float32], %y: Tensor[(3), float32]) '
+                '{ add(%x, %y) }', "chk.relay")
+    f = irtool.build(mod)
+    x, y = np.zeros((2, 3), np.float32), np.zeros(3, np.float32)
+    with pytest.raises(DiagnosticError, match=r"input `x` must have shape \(2, 3\), got \(3, 2\)"):
+        f(x=np.zeros((3, 2), np.float32), y=y)
+    with pytest.raises(DiagnosticError, match="input `y` must have dtype float32, got float64"):
+        f(x=x, y=np.zeros(3))
+    with pytest.raises(DiagnosticError, match="input `x` must be C-contiguous"):
+        f(x=np.zeros((3, 2), np.float32).T, y=y)
+    with pytest.raises(DiagnosticError, match="missing input"):
+        f(x=x)
+    with pytest.raises(DiagnosticError, match="main has no parameter `z`"):
+        f(x=x, y=y, z=y)
+    with pytest.raises(DiagnosticError, match="given twice"):
+        f(x, x=x, y=y)
+    with pytest.raises(DiagnosticError, match="must be a numpy array"):
+        f(x=[[0.0] * 3] * 2, y=y)
+
+
+def test_misaligned_inputs_are_copied_and_outputs_are_aligned() -> None:
+    mod = parse('#[version = "0.0.5"]\ndef @main(%x: Tensor[(16), float32]) { negative(%x) }', "neg.relay")
+    raw = aligned_empty((17,), np.float32)
+    x = raw[1:]                                  # 4 bytes past a 64-byte boundary
+    x[...] = np.arange(16)
+    out = irtool.build(mod)(x=x)
+    np.testing.assert_array_equal(out, -np.arange(16, dtype=np.float32))
+    assert out.ctypes.data % 64 == 0
+
+
+def test_fast_math_and_optimisation_levels_agree_on_exact_programs() -> None:
+    mod = parse(RESNETISH, "block.relay")
+    args = _random_args(mod, seed=5)
+    base = irtool.build(mod, opt_level=0)(**args)
+    for level in (1, 2, 3):
+        np.testing.assert_allclose(irtool.build(mod, opt_level=level)(**args), base, rtol=1e-6)
+    np.testing.assert_allclose(irtool.build(mod, fast_math=True)(**args), base, rtol=1e-4, atol=1e-6)
+
+
+def test_unlowerable_programs_are_located_errors() -> None:
+    mod = parse('#[version = "0.0.5"]\ndef @main(%c: bool, %x: Tensor[(2), float32]) {\n'
+                '  if (%c) { %x } else { exp(%x) }\n}', "cf.relay")
+    with pytest.raises(DiagnosticError) as info:
+        irtool.build(mod)
+    assert info.value.span is not None and info.value.span.line == 3
+
+
+def test_build_is_lazy_attribute_of_the_package() -> None:
+    from irtool.runtime import build
+    assert irtool.build is build
