@@ -90,7 +90,8 @@ def @main(%x: Tensor[({m}, {k}), float32], %w: Tensor[({n}, {k}), float32]) {{
   nn.dense(%x, %w)
 }}"""
     rng = np.random.default_rng(1)
-    x, w = _aligned(rng.standard_normal((m, k)).astype(np.float32)), _aligned(rng.standard_normal((n, k)).astype(np.float32))
+    x = _aligned(rng.standard_normal((m, k)).astype(np.float32))
+    w = _aligned(rng.standard_normal((n, k)).astype(np.float32))
     flop = 2 * m * n * k
     rows = []
     t_numpy = _median_ms(lambda: x @ w.T, repeat)
@@ -178,7 +179,8 @@ def main() -> None:
     for r in rows:
         rate = r.get("GB/s", r.get("GFLOP/s"))
         comp = f"{r['compile_s']:.2f}" if "compile_s" in r else ""
-        print(f"{r['kernel']:<24} {r['impl']:<36} {r['ms']:>9.2f} {rate:>13.2f} {r['ratio_vs_numpy']:>8.2f}x {comp:>10}")
+        print(f"{r['kernel']:<24} {r['impl']:<36} {r['ms']:>9.2f} {rate:>13.2f} "
+              f"{r['ratio_vs_numpy']:>8.2f}x {comp:>10}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)

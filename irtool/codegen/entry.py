@@ -13,6 +13,7 @@ Constant tensors become 64-byte-aligned global constant arrays, so one object fi
 from __future__ import annotations
 
 import binascii
+import hashlib
 import re
 from dataclasses import dataclass, field, replace
 
@@ -65,6 +66,7 @@ class GeneratedModule:
     prefix: str
     abi: ABI | None   # None for a module without `main` (kernels only, exported by name)
     kernels: list[str]
+    external_constants: dict[str, np.ndarray] = field(default_factory=dict)  # symbol -> data
 
 
 def sanitize(name: str) -> str:
@@ -89,8 +91,10 @@ def _encode_bytes(data: bytes) -> str:
 
 
 class _EntryBuilder:
-    def __init__(self, mod: IRModule, prefix: str, ctx: ModuleContext) -> None:
+    def __init__(self, mod: IRModule, prefix: str, ctx: ModuleContext,
+                 external_constants: dict[str, np.ndarray] | None) -> None:
         self.mod = mod
+        self.external_constants = external_constants
         self.prefix = prefix
         self.ctx = ctx
         self.lines: list[str] = []
@@ -144,10 +148,17 @@ class _EntryBuilder:
         for k, t in enumerate(flat_params):
             pointer[t] = (in_ptrs[k], ALIGN, f"in{k}", 0)
         for t, const in live.constants.items():
-            name = f"{self.prefix}_c{t}"
-            data = np.ascontiguousarray(const.data).tobytes()
-            self.globals.append(f"@{name} = internal unnamed_addr constant [{len(data)} x i8] "
-                                f"c\"{_encode_bytes(data)}\", align {ALIGN}")
+            data = np.ascontiguousarray(const.data)
+            if self.external_constants is None:
+                name = f"{self.prefix}_c{t}"
+                self.globals.append(f"@{name} = internal unnamed_addr constant [{data.nbytes} x i8] "
+                                    f"c\"{_encode_bytes(data.tobytes())}\", align {ALIGN}")
+            else:
+                # Named by content, so that a cached engine never binds another module's data.
+                digest = hashlib.sha256(data.tobytes()).hexdigest()[:16]
+                name = f"{self.prefix}_c{t}_{data.dtype}_{digest}"
+                self.globals.append(f"@{name} = external global [{data.nbytes} x i8], align {ALIGN}")
+                self.external_constants[name] = data
             pointer[t] = (f"@{name}", ALIGN, name, 0)
         for t, k in direct.items():
             pointer[t] = (out_ptrs[k], ALIGN, f"out{k}", 0)
@@ -254,11 +265,15 @@ class _EntryBuilder:
         self.lines += [f"  br i1 {failed}, label %{fail}, label %{ok}", f"{fail}:", f"  ret i32 {result}", f"{ok}:"]
 
 
-def generate_module(mod: IRModule, prefix: str, options: TargetOptions) -> GeneratedModule:
+def generate_module(mod: IRModule, prefix: str, options: TargetOptions,
+                    embed_constants: bool = True) -> GeneratedModule:
     """The LLVM IR text of a lowered module: kernels, `<prefix>_run`, constants, workspace size.
-    A module without `main` gives its kernels as exported functions `<prefix>_<name>`."""
+    A module without `main` gives its kernels as exported functions `<prefix>_<name>`.
+    With `embed_constants=False` constants are external globals whose data is returned in
+    `external_constants` (the JIT binds them to the arrays: no weights pass through IR text)."""
     ctx = ModuleContext(fast_math=options.fast_math)
     prefix = sanitize(prefix)
+    external: dict[str, np.ndarray] = {}
     main = mod.functions.get("main")
     kernels = {n: f for n, f in mod.functions.items() if isinstance(f, PrimFunc)}
     parts: list[str] = []
@@ -267,7 +282,7 @@ def generate_module(mod: IRModule, prefix: str, options: TargetOptions) -> Gener
     if main is not None:
         if not isinstance(main, Function):
             raise DiagnosticError("irtool-llc: `main` must be a Relay function", getattr(main, "span", None))
-        builder = _EntryBuilder(mod, prefix, ctx)
+        builder = _EntryBuilder(mod, prefix, ctx, None if embed_constants else external)
         entry_text, abi = builder.build(main)
         for name in sorted(builder.kernel_align):
             parts.append(primfunc_to_llvm(ctx, kernels[name], f"{prefix}_{sanitize(name)}",
@@ -286,5 +301,5 @@ def generate_module(mod: IRModule, prefix: str, options: TargetOptions) -> Gener
         abi.assert_messages = list(ctx.assert_messages)
     text = [f"; irtool-llc module `{prefix}`", "", *globals_, "", *parts, *sorted(ctx.declarations.values()), "",
             f"attributes #0 = {{ {options.function_attributes()} }}", "", *ctx.metadata, ""]
-    return GeneratedModule("\n".join(text), prefix, abi, used)
+    return GeneratedModule("\n".join(text), prefix, abi, used, external)
 

@@ -334,12 +334,12 @@ class FunctionEmitter:
         vty = f"<{lanes} x i64>"
         total = None
         for index, value, stride in zip(indices, values, strides):
-            wide = self.widen(index.dtype, value, 64, lanes)
+            wide = self.widen(index.dtype, value, lanes)
             term = self.emit(f"mul {vty} {wide}, splat (i64 {stride})")
             total = term if total is None else self.emit(f"add {vty} {total}, {term}")
         return self.emit(f"getelementptr inbounds {mem}, ptr {base}, {vty} {total}"), lanes, False
 
-    def widen(self, dtype: str, value: str, bits: int, lanes: int) -> str:
+    def widen(self, dtype: str, value: str, lanes: int) -> str:
         """An integer index as i64 (splat to `lanes` when it is a scalar)."""
         src = value_type(dtype)
         n = lanes_of(dtype)
@@ -365,7 +365,7 @@ class FunctionEmitter:
                     continue
                 term = str(term_const)
             else:
-                wide = self.widen(index.dtype, value, 64, 1)
+                wide = self.widen(index.dtype, value, 1)
                 term = wide if stride == 1 else self.emit(f"mul nsw i64 {wide}, {stride}")
             total = term if total is None else self.emit(f"add nsw i64 {total}, {term}")
         return total if total is not None else "0"
@@ -496,7 +496,7 @@ class FunctionEmitter:
         fmf = self.ctx.fmf
         if is_float(dtype):
             if op in ("add", "sub", "mul", "div"):
-                return self.emit(f"f{op if op != 'div' else 'div'} {fmf}{ty} {a}, {b}")
+                return self.emit(f"f{op} {fmf}{ty} {a}, {b}")
             if op in _FCMP:
                 return self.emit(f"fcmp {fmf}{_FCMP[op]} {ty} {a}, {b}")
             if op in ("min", "max"):
@@ -528,8 +528,11 @@ class FunctionEmitter:
         known = node.b.value if isinstance(node.b, IntImm) else None
         zero, one = constant(dtype, 0), constant(dtype, 1)
         if unsigned:
-            safe = b if known else self.emit(f"select {self.cmp_type(dtype)} {self.emit(f'icmp eq {ty} {b}, {zero}')}, "
-                                             f"{ty} {one}, {ty} {b}")
+            if known:
+                safe = b
+            else:
+                is_zero = self.emit(f"icmp eq {ty} {b}, {zero}")
+                safe = self.emit(f"select {self.cmp_type(dtype)} {is_zero}, {ty} {one}, {ty} {b}")
             return self.emit(f"{'urem' if op == 'floormod' else 'udiv'} {ty} {a}, {safe}")
         if known is not None and known not in (0, -1):
             safe, minus_one = b, None

@@ -28,14 +28,13 @@ def vectorize_loop(loop: For) -> Stmt | None:
     if not 1 < lanes <= MAX_LANES:
         return None
     try:
-        return _Vectorizer(loop.var, Ramp(loop.begin, IntImm(1, loop.var.dtype), lanes), lanes).stmt(loop.body)
+        return _Vectorizer(loop.var, Ramp(loop.begin, IntImm(1, loop.var.dtype), lanes)).stmt(loop.body)
     except _NotVectorizable:
         return None
 
 
 class _Vectorizer:
-    def __init__(self, var: Var, ramp: Ramp, lanes: int) -> None:
-        self.lanes = lanes
+    def __init__(self, var: Var, ramp: Ramp) -> None:
         self.subst: dict[int, PrimExpr] = {id(var): ramp}
 
     def stmt(self, root: Stmt) -> Stmt:
@@ -57,8 +56,8 @@ class _Vectorizer:
                 indices = [self.expr(i) for i in node.indices]
                 value = self.expr(node.value)
                 index_lanes = max((lanes_of(i.dtype) for i in indices), default=1)
-                if index_lanes == 1 and lanes_of(value.dtype) > 1:
-                    raise _NotVectorizable   # a reduction into one element
+                if index_lanes == 1:
+                    raise _NotVectorizable   # every iteration stores to one place (a reduction)
                 if index_lanes > 1 and lanes_of(value.dtype) == 1:
                     value = Broadcast(value, index_lanes)
                 items.append(BufferStore(node.buffer, indices, value, node.span))

@@ -54,16 +54,33 @@ def _jit(ir: str, options: TargetOptions, art_builder: Callable[[], CompiledArti
     return engine, (engine.get_function_address(symbol) if symbol else 0)
 
 
+_SYMBOLS: dict[str, np.ndarray] = {}
+
+
+def _bind_symbol(name: str, data: np.ndarray) -> np.ndarray:
+    """Makes `name` resolve to an aligned copy of `data` in JIT-compiled code. Names carry a
+    hash of the data, so one name always means the same bytes; the first copy stays bound."""
+    held = _SYMBOLS.get(name)
+    if held is None:
+        held = aligned_empty(data.shape, data.dtype)
+        held[...] = data
+        _SYMBOLS[name] = held
+        llvm.add_symbol(name, held.ctypes.data)
+    return held
+
+
 class NativeModule:
     """`main` compiled to native code; call it like the interpreter's `run_function`."""
 
     def __init__(self, mod: IRModule, options: TargetOptions, prefix: str = "irtool") -> None:
-        generated = generate_module(mod, prefix, options)
+        generated = generate_module(mod, prefix, options, embed_constants=False)
         if generated.abi is None:
             raise DiagnosticError("irtool.build: the module has no `main` function to run")
         self.abi: ABI = generated.abi
         self.ir = generated.ir
-        # The engine must outlive every call through its function pointer: it is kept here.
+        # Constants stay numpy arrays (64-byte aligned copies) that the engine's symbols point to;
+        # they and the engine must outlive every call, so both are kept here.
+        self._constants = [_bind_symbol(name, data) for name, data in generated.external_constants.items()]
         self._engine, address = _jit(self.ir, options, lambda: compile_module(generated, prefix, options, jit=True),
                                      f"{self.abi.prefix}_run")
         self._run = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(address)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from irtool.ir.expr import GlobalVar
 from irtool.ir.module import IRModule
@@ -43,3 +44,14 @@ def called_from_relay(mod: IRModule) -> set[str]:
             continue
         names.update(node.name_hint for node in post_order(func) if isinstance(node, GlobalVar))
     return names
+
+
+@contextmanager
+def located_as(pass_name: str) -> Iterator[None]:
+    """Prefixes the message of a diagnostic raised inside with the pass's name (`tir-split: ...`),
+    keeping its location, so that a pipeline's error says which pass refused."""
+    try:
+        yield
+    except DiagnosticError as exc:
+        first = exc.diagnostics[0]
+        raise DiagnosticError(f"{pass_name}: {first.message}", first.span, notes=first.notes) from None

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from irtool.ir.tir import (COMPARE_OPS, Allocate, AssertStmt, BinaryOp, Broadcast, BufferStore, Call, Cast,
-                           Evaluate, FloatImm, For, IfExpr, IfThenElse, IntImm, LetStmt, Not, PrimExpr, PrimFunc, Ramp,
-                           Select, Stmt, Var, element_of, is_float, is_int, lanes_of)
-from irtool.tir_transform.fold import (Number, fold_binary, fold_cast, fold_intrinsic, foldable, int_range,
-                                       make_const, scalar_const)
-from irtool.tir_transform.mutator import EMPTY, TirRewriter, is_const, is_empty, stmt_parts, walk_exprs
+from irtool.ir.tir import (COMPARE_OPS, Allocate, AssertStmt, BinaryOp, Broadcast, Call, Cast, Evaluate, For, IfExpr,
+                           IfThenElse, IntImm, LetStmt, Not, PrimExpr, PrimFunc, Ramp, Select, Stmt, Var, is_float,
+                           is_int, lanes_of)
+from irtool.tir_transform.fold import (Number, fold_binary, fold_cast, fold_intrinsic, int_range, make_const,
+                                       scalar_const)
+from irtool.tir_transform.mutator import TirRewriter, is_const, is_empty, stmt_parts, walk_exprs
 
 Bounds = tuple[int, int]
 

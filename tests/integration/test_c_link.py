@@ -16,7 +16,8 @@ from irtool.eval.interpreter import flatten_value, run_function
 from irtool.syntax.parser import parse
 
 PROGRAM = """#[version = "0.0.5"]
-def @main(%x: Tensor[(1, 3, 6, 6), float32], %w: Tensor[(4, 3, 3, 3), float32], %t: (Tensor[(4), float32], Tensor[(2, 3), int32])) {
+def @main(%x: Tensor[(1, 3, 6, 6), float32], %w: Tensor[(4, 3, 3, 3), float32],
+          %t: (Tensor[(4), float32], Tensor[(2, 3), int32])) {
   %0 = nn.conv2d(%x, %w, padding=[1, 1, 1, 1]);
   %1 = nn.bias_add(%0, %t.0);
   %2 = nn.relu(%1);
@@ -27,7 +28,8 @@ def @main(%x: Tensor[(1, 3, 6, 6), float32], %w: Tensor[(4, 3, 3, 3), float32], 
   (tanh(%6), %4, divide(%t.1, 2), %t.1)
 }
 #[metadata]
-{"relay.Constant": [{"dtype": "float32", "shape": [5, 36], "data": DENSE}, {"dtype": "float32", "shape": [5], "data": [0.5, -0.25, 1.0, 0.0, 2.0]}]}
+{"relay.Constant": [{"dtype": "float32", "shape": [5, 36], "data": DENSE},
+                    {"dtype": "float32", "shape": [5], "data": [0.5, -0.25, 1.0, 0.0, 2.0]}]}
 """
 
 DRIVER = r"""

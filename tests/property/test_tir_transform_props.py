@@ -22,7 +22,7 @@ from irtool.eval.tir_interp import array_shape, numpy_dtype, run_primfunc
 from irtool.ir.expr import Attrs
 from irtool.ir.module import IRModule
 from irtool.ir.tir import (Allocate, BinaryOp, Buffer, BufferLoad, BufferStore, Cast, Evaluate, FloatImm, For,
-                           IfThenElse, IntImm, LetStmt, PrimExpr, PrimFunc, Select, Stmt, Var, is_float, lanes_of, seq)
+                           IfThenElse, IntImm, LetStmt, PrimExpr, PrimFunc, Select, Stmt, Var, is_float, seq)
 from irtool.ir.tir_equality import tir_structural_equal
 from irtool.passes import parse_pipeline
 from irtool.syntax.diagnostics import DiagnosticError

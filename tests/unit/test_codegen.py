@@ -3,6 +3,8 @@ numpy where the expected value is evident), one feature at a time."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
@@ -10,13 +12,13 @@ from irtool.codegen import TargetOptions, generate_module
 from irtool.eval.tir_interp import run_primfunc
 from irtool.ir.module import IRModule
 from irtool.ir.tir import (Allocate, AssertStmt, BinaryOp, Broadcast, Buffer, BufferLoad, BufferStore, Call, Cast,
-                           FloatImm, For, IfExpr, IfThenElse, IntImm, LetStmt, Not, PrimFunc, Ramp, Select, Var,
-                           seq)
+                           FloatImm, For, IfExpr, IfThenElse, IntImm, LetStmt, Not, PrimExpr, PrimFunc, Ramp, Select,
+                           Var, seq)
 from irtool.runtime import aligned_empty, build_kernels
 from irtool.syntax.diagnostics import DiagnosticError
 
 
-def _compile(func: PrimFunc, opt_level: int = 2, fast_math: bool = False):  # type: ignore[no-untyped-def]
+def _compile(func: PrimFunc, opt_level: int = 2, fast_math: bool = False) -> Callable[..., int]:
     mod = IRModule()
     mod.functions["f"] = func
     return build_kernels(mod, opt_level, fast_math=fast_math)["f"]
@@ -38,11 +40,11 @@ def _same_as_interpreter(func: PrimFunc, arrays: list[np.ndarray], opt_level: in
     return native
 
 
-def _elementwise(n: int, dtype: str, body: "callable") -> PrimFunc:  # type: ignore[valid-type]
+def _elementwise(n: int, dtype: str, body: Callable[[PrimExpr, PrimExpr], PrimExpr]) -> PrimFunc:
     """out[i] = body(a[i], b[i]) over n elements."""
     a, b, out = Buffer("a", (n,), dtype), Buffer("b", (n,), dtype), Buffer("out", (n,), dtype)
     i = Var("i", "int32")
-    value = body(BufferLoad(a, [i]), BufferLoad(b, [i]))  # type: ignore[operator]
+    value = body(BufferLoad(a, [i]), BufferLoad(b, [i]))
     return PrimFunc([a, b, out], For(i, IntImm(0), IntImm(n), "serial", BufferStore(out, [i], value)))
 
 
@@ -259,3 +261,13 @@ def test_vectorized_reduction_is_left_to_llvm() -> None:
     assert "llvm.loop.vectorize.enable" in ir
     x = np.arange(16, dtype=np.float32)
     assert _same_as_interpreter(func, [x, np.zeros(1, np.float32)])[1][0] == 120.0
+
+
+def test_vectorized_loop_storing_to_one_place_keeps_every_iteration() -> None:
+    """`out[0] = out[0] + 1` in a vectorized loop does not use the loop variable: it is a
+    reduction over iterations, so it must still run 8 times."""
+    out = Buffer("out", (1,), "int32")
+    j = Var("j", "int32")
+    func = PrimFunc([out], For(j, IntImm(0), IntImm(8), "vectorized",
+                               BufferStore(out, [IntImm(0)], BinaryOp("add", BufferLoad(out, [IntImm(0)]), IntImm(1)))))
+    assert _same_as_interpreter(func, [np.zeros(1, np.int32)])[0][0] == 8

@@ -98,3 +98,26 @@ def test_cross_compiling_for_a_named_cpu(source: Path, capsys: pytest.CaptureFix
     assert main([str(source), "--emit=asm", "--mtriple=x86_64-unknown-linux-gnu", "--mcpu=haswell"]) == 0
     asm = capsys.readouterr().out
     assert "ymm" in asm and "zmm" not in asm
+
+
+def test_irtool_run_native_backend_matches_the_interpreter(source: Path, tmp_path: Path) -> None:
+    from irtool.tools.run import main as run_main
+    assert run_main([str(source), "--seed", "3", "-o", str(tmp_path / "interp.npz")]) == 0
+    assert run_main([str(source), "--seed", "3", "--backend=native", "-o", str(tmp_path / "native.npz")]) == 0
+    with np.load(tmp_path / "interp.npz") as want, np.load(tmp_path / "native.npz") as got:
+        assert sorted(got.files) == sorted(want.files) == ["output0", "output1"]
+        for key in want.files:
+            np.testing.assert_allclose(got[key], want[key], rtol=1e-5, atol=1e-6)
+
+
+def test_pipeline_with_a_planner_choice(source: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A tvm-greedy plan is used when `call_lowered` can carry it, and refused (not silently
+    replaced) while it cannot."""
+    from irtool.analysis.memory_plan import can_carry_plan
+    from irtool.ir import Call, Op
+    status = main([str(source), "--emit=header", "--pipeline", "fuse-ops,lower,plan-memory{algorithm=tvm-greedy}"])
+    if can_carry_plan(Call(Op("call_lowered"), [])):
+        assert status == 0
+    else:
+        assert status == 1
+        assert "cannot write its plan on a lowered `main` yet" in capsys.readouterr().err

@@ -142,3 +142,38 @@ def test_unlowerable_programs_are_located_errors() -> None:
 def test_build_is_lazy_attribute_of_the_package() -> None:
     from irtool.runtime import build
     assert irtool.build is build
+
+
+def test_in_place_plans_drop_noalias_and_still_compute(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With an in-place plan, exp writes over its own input: that kernel must not claim noalias."""
+    src = """#[version = "0.0.5"]
+def @main(%x: Tensor[(64), float32], %y: Tensor[(64), float32]) {
+  %0 = add(%x, %y);
+  %1 = annotation.stop_fusion(%0);
+  %2 = exp(%1);
+  %3 = annotation.stop_fusion(%2);
+  negative(%3)
+}
+"""
+    from irtool.analysis.memory_plan import plan_memory
+    from irtool.codegen import TargetOptions, ensure_lowered, generate_module
+    from irtool.codegen import entry
+
+    def in_place(live, outside):  # type: ignore[no-untyped-def]
+        """The plain plan, then exp's result (step 1) put over its input, as an in-place plan does."""
+        plan = plan_memory(live, "greedy-by-size", 64)
+        exp_step = live.steps[1]
+        plan.placement[exp_step.outputs[0]] = plan.placement[exp_step.inputs[0]]
+        return plan
+
+    monkeypatch.setattr(entry._EntryBuilder, "plan", staticmethod(in_place))
+    mod = ensure_lowered(parse(src, "inplace.relay"))
+    ir = generate_module(mod, "m", TargetOptions(opt_level=0)).ir
+    exp_def = next(line for line in ir.splitlines() if line.startswith("define internal i32 @m_fused_exp("))
+    add_def = next(line for line in ir.splitlines() if line.startswith("define internal i32 @m_fused_add("))
+    assert "noalias" not in exp_def and "noalias" in add_def
+    x = np.linspace(-1, 1, 64, dtype=np.float32)
+    y = np.linspace(0, 0.5, 64, dtype=np.float32)
+    from irtool.runtime.native import NativeModule
+    native = NativeModule(mod, TargetOptions(opt_level=3))
+    np.testing.assert_allclose(native(x=x, y=y), -np.exp(x + y), rtol=1e-6)

@@ -9,8 +9,8 @@ import pytest
 from irtool.eval.tir_interp import run_primfunc
 from irtool.ir.module import IRModule
 from irtool.ir.span import Span
-from irtool.ir.tir import (Allocate, BinaryOp, Buffer, BufferLoad, BufferStore, For, IfThenElse, IntImm, LetStmt,
-                           PrimExpr, PrimFunc, Ramp, Stmt, Var, seq)
+from irtool.ir.tir import (Allocate, BinaryOp, Broadcast, Buffer, BufferLoad, BufferStore, FloatImm, For, IfThenElse,
+                           IntImm, LetStmt, PrimExpr, PrimFunc, Ramp, Var, seq)
 from irtool.ir.tir_equality import tir_structural_equal
 from irtool.passes import parse_pipeline, run
 from irtool.syntax.diagnostics import DiagnosticError
@@ -333,3 +333,38 @@ def test_loop_pass_errors() -> None:
         parse_pipeline("tir-split{factor=4}")[0].apply(mod)
     with pytest.raises(DiagnosticError, match="at least two distinct loop names"):
         run(mod, "tir-reorder{loops=i0}")
+
+
+# ---- explicit vectorization -------------------------------------------------------------------------
+
+def test_vectorize_builds_ramps_and_broadcasts() -> None:
+    a, out = Buffer("a", (2, 4), "float32"), Buffer("out", (2, 4), "float32")
+    i, j = Var("i", "int32"), Var("j", "int32")
+    value = op("add", op("mul", BufferLoad(a, [i, j]), FloatImm(2.0, "float32")), BufferLoad(a, [i, i32(0)]))
+    func = PrimFunc([a, out], For(i, i32(0), i32(2), "serial", For(j, i32(0), i32(4), "serial",
+                                                                  BufferStore(out, [i, j], value))))
+    got = set_kind(func, "k", "j", "vectorized", lower=True)
+    ramp = Ramp(i32(0), i32(1), 4)
+    i2 = Var("i", "int32")
+    want_value = op("add", op("mul", BufferLoad(a, [i2, ramp]), Broadcast(FloatImm(2.0, "float32"), 4)),
+                    Broadcast(BufferLoad(a, [i2, i32(0)]), 4))
+    want = PrimFunc([a, out], For(i2, i32(0), i32(2), "serial", BufferStore(out, [i2, ramp], want_value)))
+    assert tir_structural_equal(got, want)
+    src = np.arange(8, dtype=np.float32).reshape(2, 4)
+    res = np.zeros((2, 4), np.float32)
+    run_primfunc(got, [src, res])
+    assert res.tolist() == (src * 2 + src[:, :1]).tolist()
+
+
+def test_vectorize_keeps_a_mark_when_there_is_no_vector_form() -> None:
+    """An `if` on the loop variable needs masks: the loop is only marked."""
+    out = Buffer("out", (4,), "int32")
+    j = Var("j", "int32")
+    func = PrimFunc([out], For(j, i32(0), i32(4), "serial", IfThenElse(op("lt", j, i32(2)),
+                                                                      BufferStore(out, [j], i32(1)))))
+    got = set_kind(func, "k", "j", "vectorized", lower=True)
+    assert isinstance(got.body, For) and got.body.kind == "vectorized" and got.body.body is func.body.body
+    mod = IRModule()
+    mod.add_function("k", func)  # type: ignore[arg-type]
+    marked = run(mod, "tir-vectorize{loop=j explicit=false}").functions["k"]
+    assert isinstance(marked.body, For) and marked.body.kind == "vectorized"

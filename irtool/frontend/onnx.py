@@ -1,0 +1,399 @@
+"""Import an ONNX model as a Relay module.
+
+The graph is walked once in its (topological) node order. Every ONNX tensor becomes a `Value`:
+its Relay expression, its static type, and — for tensors whose contents are known at import
+time (shape computations, `Constant` nodes, integer initializers) — the numpy value, so that
+`Reshape`'s shape input, `Slice`'s starts or `Shape → Gather → Concat` chains resolve to static
+attributes. Operator conversion lives in `onnx_ops.py` (one converter per ONNX op type).
+
+Float initializers are the model's weights: by default they become parameters of `main` after
+the real inputs (their values returned in `ImportResult.params`, written to an `.npz` by
+`irtool-import`); with `embed_params` they become `meta[relay.Constant]` constants. They are
+never folded into other constants at import time (that is `fold-constant`'s job).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from irtool.analysis.typecheck import infer_types
+from irtool.eval.interpreter import evaluate
+from irtool.ir.expr import Call, Constant, Expr, Function, Op, Tuple, TupleGetItem, Var
+from irtool.ir.module import IRModule
+from irtool.ir.types import TensorType, TupleType, Type
+from irtool.ir.visitor import free_vars
+from irtool.ops.registry import TypeRelError, get_op
+from irtool.syntax.diagnostics import DiagnosticError
+
+if TYPE_CHECKING:
+    import onnx
+
+# The opsets the converters are written for (ai.onnx domain).
+MIN_OPSET = 6
+MAX_OPSET = 17
+# Computations on import-time constants are folded when the result is at most this big
+# (shape arithmetic); bigger constant results (e.g. ConstantOfShape weights) stay expressions.
+FOLD_LIMIT = 4096
+
+_NON_IDENT = re.compile(r"[^A-Za-z0-9_/]")
+
+
+class Unsupported(Exception):
+    """A node the importer cannot convert; all of them are reported together."""
+
+
+def sanitize(name: str) -> str:
+    """An ONNX tensor name as a Relay identifier (`[A-Za-z_/][A-Za-z0-9_/]*`)."""
+    text = _NON_IDENT.sub("_", name)
+    if not text or text[0].isdigit():
+        text = "v" + text
+    return text
+
+
+@dataclass
+class Value:
+    """One ONNX tensor (or an intermediate of a converter) on the Relay side."""
+
+    expr: Expr
+    type: Type
+    # The contents when known at import time.
+    const: np.ndarray | None = None
+    # Computed from a float initializer (a weight): kept as a computation, never folded here.
+    from_param: bool = False
+
+    @property
+    def tensor(self) -> TensorType:
+        assert isinstance(self.type, TensorType), self.type
+        return self.type
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(int(d) for d in self.tensor.shape)  # type: ignore[arg-type]
+
+    @property
+    def dtype(self) -> str:
+        return self.tensor.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.tensor.shape)
+
+
+@dataclass
+class Node:
+    """One ONNX node as converters see it."""
+
+    op_type: str
+    name: str
+    inputs: list[Value | None]
+    attrs: dict[str, object]
+    num_outputs: int
+    # Which outputs something downstream actually uses (graph outputs included).
+    used_outputs: list[bool]
+
+    def input(self, i: int) -> Value | None:
+        return self.inputs[i] if i < len(self.inputs) else None
+
+    def attr(self, key: str, default: object = None) -> object:
+        return self.attrs.get(key, default)
+
+
+@dataclass
+class ImportResult:
+    """The imported module and the weights `main` takes as parameters (empty when embedded)."""
+
+    module: IRModule
+    params: dict[str, np.ndarray]
+    # Names (sanitised) of the graph's real inputs, in `main`'s parameter order.
+    inputs: list[str]
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def relay_dtype(np_dtype: np.dtype) -> str:
+    return "bool" if np_dtype == np.bool_ else str(np_dtype)
+
+
+class Builder:
+    """The state converters use: opset, value construction, typed operator calls."""
+
+    def __init__(self, opset: int) -> None:
+        self.opset = opset
+
+    def const(self, data: np.ndarray | float | int, dtype: str | None = None) -> Value:
+        array = np.asarray(data, dtype=dtype)
+        array = array if array.flags.c_contiguous else array.copy(order="C")
+        return Value(Constant(array), TensorType(array.shape, relay_dtype(array.dtype)), array)
+
+    def call(self, op: str, args: Sequence[Value], **attrs: object) -> Value:
+        """A typed call of a registered operator; the type comes from the op's type relation."""
+        opdef = get_op(op)
+        assert opdef is not None, op
+        canonical = opdef.normalize_attrs(attrs)  # type: ignore[arg-type]
+        assert opdef.type_rel is not None
+        try:
+            ty = opdef.type_rel([a.type for a in args], opdef.full_attrs(canonical))
+        except TypeRelError as exc:
+            raise Unsupported(str(exc)) from None
+        expr = Call(Op(op), [a.expr for a in args], canonical)
+        expr.checked_type = ty
+        return Value(expr, ty, None, any(a.from_param for a in args))
+
+    def tuple(self, values: Sequence[Value]) -> Value:
+        return Value(Tuple([v.expr for v in values]), TupleType(tuple(v.type for v in values)),
+                     None, any(v.from_param for v in values))
+
+    def item(self, value: Value, index: int) -> Value:
+        assert isinstance(value.type, TupleType)
+        return Value(TupleGetItem(value.expr, index), value.type.fields[index], None, value.from_param)
+
+    def static(self, value: Value | None, what: str) -> np.ndarray:
+        """The import-time contents of an input that must be constant (shapes, axes, pads)."""
+        if value is None or value.const is None:
+            raise Unsupported(f"{what} must be a constant known at import time (static shapes only)")
+        return value.const
+
+
+Converter = Callable[[Builder, Node], list[Value | None]]
+
+
+def load_onnx(path: str) -> onnx.ModelProto:
+    """Read a model file; a missing `onnx` package or a broken file is a diagnostic."""
+    try:
+        import onnx
+    except ImportError:
+        raise DiagnosticError("importing ONNX needs the `onnx` package: pip install 'irtool[onnx]'") from None
+    try:
+        return onnx.load(path)
+    except OSError as exc:
+        raise DiagnosticError(f"cannot read '{path}': {exc.strerror or exc}") from None
+    except Exception as exc:  # noqa: BLE001 -- protobuf's DecodeError and friends
+        raise DiagnosticError(f"{path}: not a valid ONNX model: {exc}") from None
+
+
+def _tensor_array(tensor: onnx.TensorProto) -> np.ndarray:
+    from onnx import numpy_helper
+    return np.asarray(numpy_helper.to_array(tensor))
+
+
+def _attributes(node: onnx.NodeProto) -> dict[str, object]:
+    from onnx import helper
+    out: dict[str, object] = {}
+    for a in node.attribute:
+        value = helper.get_attribute_value(a)
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", errors="replace")
+        elif hasattr(value, "raw_data") or hasattr(value, "dims"):
+            value = _tensor_array(value)  # type: ignore[arg-type]
+        elif isinstance(value, list) and value and isinstance(value[0], bytes):
+            value = [v.decode("utf-8", errors="replace") for v in value]
+        out[a.name] = value
+    return out
+
+
+def _input_type(info: onnx.ValueInfoProto, overrides: Mapping[str, Sequence[int]]) -> TensorType:
+    from onnx import helper
+    t = info.type
+    if t.WhichOneof("value") != "tensor_type":
+        raise Unsupported(f"graph input '{info.name}' is not a tensor")
+    dtype = relay_dtype(np.dtype(helper.tensor_dtype_to_np_dtype(t.tensor_type.elem_type)))
+    if info.name in overrides:
+        return TensorType(tuple(int(d) for d in overrides[info.name]), dtype)
+    dims: list[int] = []
+    for d in t.tensor_type.shape.dim:
+        if d.WhichOneof("value") != "dim_value":
+            what = d.dim_param or "?"
+            raise Unsupported(f"graph input '{info.name}' has a dynamic dimension '{what}'; give its "
+                              f"shape with --input-shape {sanitize(info.name)}=D0,D1,...")
+        dims.append(int(d.dim_value))
+    return TensorType(tuple(dims), dtype)
+
+
+class _Unique:
+    """Relay parameter names: sanitised ONNX names, made distinct where sanitising collides."""
+
+    def __init__(self) -> None:
+        self.taken: set[str] = set()
+
+    def __call__(self, name: str) -> str:
+        base = text = sanitize(name)
+        n = 0
+        while text in self.taken:
+            n += 1
+            text = f"{base}_{n}"
+        self.taken.add(text)
+        return text
+
+
+def import_model(model: onnx.ModelProto, *, embed_params: bool = False, source: str = "model.onnx",
+                 input_shapes: Mapping[str, Sequence[int]] | None = None,
+                 progress: Callable[[str, float], None] | None = None) -> ImportResult:
+    """Convert a model to a module whose `main` takes the graph inputs (then the weights).
+
+    Every unsupported operator or attribute of the whole graph is reported in one
+    `DiagnosticError` naming the nodes. `progress(stage, seconds)` is told each stage's time.
+    """
+    from irtool.frontend.onnx_ops import CONVERTERS
+
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    opset = _opset(model, source)
+    graph = model.graph
+    builder = Builder(opset)
+    unique = _Unique()
+    values: dict[str, Value] = {}
+    problems: list[str] = []
+
+    initializers = {t.name: t for t in graph.initializer}
+    weight_vars: list[tuple[int, str, Var]] = []
+    params: dict[str, np.ndarray] = {}
+    order = {name: i for i, name in enumerate(initializers)}
+    input_vars: list[Var] = []
+    for info in graph.input:
+        if info.name in initializers:
+            continue  # IR version 3 lists initializers among the inputs too
+        try:
+            ty = _input_type(info, input_shapes or {})
+        except Unsupported as exc:
+            problems.append(str(exc))
+            continue
+        var = Var(unique(info.name), ty)
+        input_vars.append(var)
+        values[info.name] = Value(var, ty)
+    unknown_overrides = sorted(set(input_shapes or {}) - {i.name for i in graph.input})
+    if unknown_overrides:
+        problems.append(f"--input-shape names no graph input: {', '.join(unknown_overrides)}")
+
+    def initializer_value(name: str) -> Value:
+        array = _tensor_array(initializers[name])
+        if array.dtype.kind != "f":
+            return builder.const(array)  # integer tensors are shapes and indices: keep them static
+        ty = TensorType(array.shape, relay_dtype(array.dtype))
+        if embed_params:
+            v = builder.const(array)
+            v.from_param = True
+            return v
+        var = Var(unique(name), ty)
+        weight_vars.append((order[name], var.name_hint, var))
+        params[var.name_hint] = array
+        return Value(var, ty, array, True)
+
+    uses = _use_counts(graph)
+    unknown: dict[str, list[str]] = {}
+    poisoned: set[str] = set()
+    for index, proto in enumerate(graph.node):
+        label = proto.name or f"#{index}"
+        if proto.domain not in ("", "ai.onnx"):
+            unknown.setdefault(f"{proto.domain}.{proto.op_type}", []).append(label)
+            poisoned.update(proto.output)
+            continue
+        convert = CONVERTERS.get(proto.op_type)
+        if convert is None:
+            unknown.setdefault(proto.op_type, []).append(label)
+            poisoned.update(proto.output)
+            continue
+        if any(name in poisoned for name in proto.input if name):
+            poisoned.update(proto.output)
+            continue
+        inputs: list[Value | None] = []
+        for name in proto.input:
+            if not name:
+                inputs.append(None)
+            elif name in values:
+                inputs.append(values[name])
+            elif name in initializers:
+                values[name] = initializer_value(name)
+                inputs.append(values[name])
+            else:
+                problems.append(f"node '{label}' ({proto.op_type}) reads '{name}', which nothing defines")
+                inputs = []
+                break
+        if not inputs and proto.input:
+            poisoned.update(proto.output)
+            continue
+        node = Node(proto.op_type, label, inputs, _attributes(proto), len(proto.output),
+                    [bool(uses.get(o)) for o in proto.output])
+        try:
+            outs = convert(builder, node)
+        except Unsupported as exc:
+            problems.append(f"node '{label}' ({proto.op_type}): {exc}")
+            poisoned.update(proto.output)
+            continue
+        foldable = all(v is None or (v.const is not None and not v.from_param) for v in inputs)
+        for name, out in zip(proto.output, outs):
+            if not name:
+                continue
+            if out is None:
+                if uses.get(name):
+                    problems.append(f"node '{label}' ({proto.op_type}): output '{name}' is not supported")
+                    poisoned.add(name)
+                continue
+            if foldable and out.const is None:
+                out = _fold(out)
+            values[name] = out
+    if unknown:
+        listed = "; ".join(f"{op} ({', '.join(nodes)})" for op, nodes in sorted(unknown.items()))
+        problems.insert(0, f"unsupported operator{'s' if len(unknown) > 1 else ''}: {listed}")
+    if problems:
+        raise DiagnosticError(f"{source}: cannot import the model:\n  " + "\n  ".join(problems))
+    timings["convert"] = time.perf_counter() - started
+    if progress:
+        progress("convert", timings["convert"])
+
+    outputs = []
+    for info in graph.output:
+        if info.name not in values:
+            raise DiagnosticError(f"{source}: graph output '{info.name}' is never computed")
+        outputs.append(values[info.name].expr)
+    body: Expr = outputs[0] if len(outputs) == 1 else Tuple(outputs)
+    # Weights read only as static values (a Clip bound, a Reshape shape) are not parameters.
+    referenced = set(free_vars(body))
+    weight_vars = sorted((w for w in weight_vars if w[2] in referenced), key=lambda item: item[0])
+    func = Function(input_vars + [v for _, _, v in weight_vars], body)
+    mod = IRModule()
+    mod.add_function("main", func)
+    started = time.perf_counter()
+    infer_types(mod)
+    timings["type-check"] = time.perf_counter() - started
+    if progress:
+        progress("type-check", timings["type-check"])
+    ordered = {name: params[name] for _, name, _ in weight_vars}
+    return ImportResult(mod, ordered, [v.name_hint for v in input_vars], timings)
+
+
+def _opset(model: onnx.ModelProto, source: str) -> int:
+    versions = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
+    opset = versions[0] if versions else 1
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        raise DiagnosticError(f"{source}: opset {opset} is not supported (irtool imports opsets "
+                              f"{MIN_OPSET} to {MAX_OPSET})")
+    return opset
+
+
+def _use_counts(graph: onnx.GraphProto) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for node in graph.node:
+        for name in node.input:
+            counts[name] = counts.get(name, 0) + 1
+    for info in graph.output:
+        counts[info.name] = counts.get(info.name, 0) + 1
+    return counts
+
+
+def _fold(value: Value) -> Value:
+    """Evaluate a small computation on constants now (shape arithmetic becomes static)."""
+    ty = value.type
+    if not isinstance(ty, TensorType) or not ty.is_static:
+        return value
+    size = int(np.prod([int(d) for d in ty.shape], dtype=np.int64))  # type: ignore[arg-type]
+    if size > FOLD_LIMIT:
+        return value
+    result = evaluate(value.expr)
+    assert isinstance(result, np.ndarray)
+    array = result if result.flags.c_contiguous else result.copy(order="C")
+    return Value(Constant(array), ty, array)
