@@ -10,7 +10,7 @@ from typing import ClassVar
 from irtool.ir.module import IRModule
 from irtool.passes.base import ModulePass, register_pass
 from irtool.tir_transform.flatten import flatten_buffers
-from irtool.tir_transform.module import called_from_relay, map_primfuncs
+from irtool.tir_transform.module import called_from_relay, located_as, map_primfuncs
 
 
 @register_pass
@@ -24,5 +24,6 @@ class TirFlattenBuffers(ModulePass):
 
     def apply(self, mod: IRModule) -> IRModule:
         fixed = called_from_relay(mod)
-        return map_primfuncs(mod, lambda name, f: flatten_buffers(f, self.params and name not in fixed),
-                             self.function)
+        with located_as(self.name):
+            return map_primfuncs(mod, lambda name, f: flatten_buffers(f, self.params and name not in fixed),
+                                 self.function)

@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from irtool.ir.module import IRModule
 from irtool.passes.base import ModulePass, register_pass
-from irtool.tir_transform.module import map_primfuncs
+from irtool.tir_transform.module import located_as, map_primfuncs
 from irtool.tir_transform.simplify import simplify_primfunc
 
 
@@ -21,4 +21,5 @@ class TirSimplify(ModulePass):
     function: str | None = None
 
     def apply(self, mod: IRModule) -> IRModule:
-        return map_primfuncs(mod, lambda _, f: simplify_primfunc(f), self.function)
+        with located_as(self.name):
+            return map_primfuncs(mod, lambda _, f: simplify_primfunc(f), self.function)

@@ -37,8 +37,8 @@ if TYPE_CHECKING:
 # The opsets the converters are written for (ai.onnx domain).
 MIN_OPSET = 6
 MAX_OPSET = 17
-# Computations on import-time constants are folded when the result is at most this big
-# (shape arithmetic); bigger constant results (e.g. ConstantOfShape weights) stay expressions.
+# Integer and bool computations on import-time constants (shape arithmetic) are folded when the
+# result is at most this big; float results (e.g. ConstantOfShape weights) stay expressions.
 FOLD_LIMIT = 4096
 
 _NON_IDENT = re.compile(r"[^A-Za-z0-9_/]")
@@ -366,6 +366,19 @@ def import_model(model: onnx.ModelProto, *, embed_params: bool = False, source: 
     return ImportResult(mod, ordered, [v.name_hint for v in input_vars], timings)
 
 
+def import_file(path: str, **options: object) -> ImportResult:
+    """Load and import a `.onnx` file (the tools' entry point); options as for `import_model`."""
+    progress = options.get("progress")
+    started = time.perf_counter()
+    model = load_onnx(path)
+    load_seconds = time.perf_counter() - started
+    if callable(progress):
+        progress("load", load_seconds)
+    result = import_model(model, source=path, **options)  # type: ignore[arg-type]
+    result.timings = {"load": load_seconds, **result.timings}
+    return result
+
+
 def _opset(model: onnx.ModelProto, source: str) -> int:
     versions = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
     opset = versions[0] if versions else 1
@@ -386,9 +399,9 @@ def _use_counts(graph: onnx.GraphProto) -> dict[str, int]:
 
 
 def _fold(value: Value) -> Value:
-    """Evaluate a small computation on constants now (shape arithmetic becomes static)."""
+    """Evaluate a small integer computation on constants now (shape arithmetic becomes static)."""
     ty = value.type
-    if not isinstance(ty, TensorType) or not ty.is_static:
+    if not isinstance(ty, TensorType) or not ty.is_static or ty.dtype.startswith(("float", "bfloat")):
         return value
     size = int(np.prod([int(d) for d in ty.shape], dtype=np.int64))  # type: ignore[arg-type]
     if size > FOLD_LIMIT:

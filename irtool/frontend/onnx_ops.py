@@ -227,6 +227,79 @@ def _conv(b: Builder, node: Node) -> list[Value | None]:
     return [out]
 
 
+def _conv_transpose_pads(node: Node, in_sizes: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
+                         dilations: Sequence[int], out_pad: Sequence[int]) -> list[int]:
+    """[begin..., end...] padding of a transposed convolution (explicit, or from output_shape/auto_pad)."""
+    n = len(in_sizes)
+    auto = str(node.attr("auto_pad", "NOTSET"))
+    output_shape = _ints(node.attr("output_shape"))
+    if auto in ("NOTSET", "") and not output_shape:
+        return _ints(node.attr("pads")) or [0] * (2 * n)
+    if auto == "VALID":
+        return [0] * (2 * n)
+    targets = output_shape[-n:] if output_shape else [size * s for size, s in zip(in_sizes, strides)]
+    begin, end = [], []
+    for size, k, s, d, extra, target in zip(in_sizes, kernel, strides, dilations, out_pad, targets):
+        total = s * (size - 1) + extra + (k - 1) * d + 1 - target
+        if total < 0:
+            raise Unsupported(f"output_shape {output_shape} is larger than the full transposed convolution")
+        lower = auto != "SAME_UPPER"  # ONNX: output_shape without auto_pad pads like SAME_LOWER
+        begin.append(total - total // 2 if lower else total // 2)
+        end.append(total // 2 if lower else total - total // 2)
+    return begin + end
+
+
+@converter("ConvTranspose")
+def _conv_transpose(b: Builder, node: Node) -> list[Value | None]:
+    """A transposed convolution as a plain one: spread the input out by the strides (zeros in
+    between), pad by the dilated kernel extent minus `pads`, and convolve with the flipped kernel
+    whose in/out channel axes are swapped per group."""
+    x, w = _arg(node, 0, "X"), _arg(node, 1, "W")
+    rank = _spatial_rank(x, "transposed convolution")
+    groups = int(node.attr("group", 1))  # type: ignore[call-overload]
+    kernel = list(w.shape[2:])
+    strides = _ints(node.attr("strides")) or [1] * rank
+    dilations = _ints(node.attr("dilations")) or [1] * rank
+    out_pad = _ints(node.attr("output_padding")) or [0] * rank
+    pads = _conv_transpose_pads(node, x.shape[2:], kernel, strides, dilations, out_pad)
+    if rank == 1:
+        x, w = _as_2d(b, x), _as_2d(b, w)
+        kernel, strides, dilations, out_pad = [1] + kernel, [1] + strides, [1] + dilations, [0] + out_pad
+        pads = [0, pads[0], 0, pads[1]]
+    n, c, h, wd = x.shape
+    if strides != [1, 1]:
+        sh, sw = strides
+        spread = _reshape(b, x, (n, c, h, 1, wd, 1))
+        spread = b.call("nn.pad", [spread, _scalar(b, 0, x.dtype)],
+                        pad_width=((0, 0), (0, 0), (0, 0), (0, sh - 1), (0, 0), (0, sw - 1)))
+        spread = _reshape(b, spread, (n, c, h * sh, wd * sw))
+        x = b.call("strided_slice", [spread], begin=(0, 0, 0, 0),
+                   end=(n, c, (h - 1) * sh + 1, (wd - 1) * sw + 1))
+    before = [d * (k - 1) - p for d, k, p in zip(dilations, kernel, pads[:2])]
+    after = [d * (k - 1) - p + e for d, k, p, e in zip(dilations, kernel, pads[2:], out_pad)]
+    if any(v > 0 for v in before + after):
+        x = b.call("nn.pad", [x, _scalar(b, 0, x.dtype)],
+                   pad_width=((0, 0), (0, 0)) + tuple((max(0, lo), max(0, hi)) for lo, hi in zip(before, after)))
+    if any(v < 0 for v in before + after):  # `pads` larger than the kernel extent crop instead
+        _, _, ph, pw = x.shape
+        x = b.call("strided_slice", [x], begin=(0, 0, max(0, -before[0]), max(0, -before[1])),
+                   end=(n, c, ph - max(0, -after[0]), pw - max(0, -after[1])))
+    cin, mg, kh, kw = w.shape
+    weight = _reshape(b, w, (groups, cin // groups, mg, kh, kw))
+    weight = _reshape(b, _transpose(b, weight, (0, 2, 1, 3, 4)), (groups * mg, cin // groups, kh, kw))
+    for axis, k in ((2, kh), (3, kw)):
+        if k > 1:
+            weight = b.call("take", [weight, b.const(np.arange(k - 1, -1, -1, dtype=np.int64))], axis=axis)
+    out = b.call("nn.conv2d", [x, weight], dilation=tuple(dilations), groups=groups, channels=groups * mg,
+                 kernel_size=(kh, kw))
+    bias = node.input(2)
+    if bias is not None:
+        out = b.call("nn.bias_add", [out, bias], axis=1)
+    if rank == 1:
+        out = _reshape(b, out, out.shape[:2] + out.shape[3:])
+    return [out]
+
+
 def _pool(b: Builder, node: Node, op: str) -> list[Value | None]:
     x = _arg(node, 0, "X")
     rank = _spatial_rank(x, "pooling")
@@ -625,3 +698,51 @@ def _arg_reduce(b: Builder, node: Node) -> list[Value | None]:
                  keepdims=bool(node.attr("keepdims", 1)),
                  select_last_index=bool(node.attr("select_last_index", 0)))
     return [b.call("cast", [out], dtype="int64") if out.dtype != "int64" else out]
+
+
+# ------------------------------------------------------------------------- activations built from primitives
+
+def _expm1_where_negative(b: Builder, x: Value, alpha: float) -> Value:
+    """where(x < 0, alpha·(exp(x) − 1), x): the negative branch of Elu and Selu."""
+    one = _scalar(b, 1.0, x.dtype)
+    negative = b.call("multiply", [_scalar(b, alpha, x.dtype), b.call("subtract", [b.call("exp", [x]), one])])
+    return b.call("where", [b.call("less", [x, _scalar(b, 0, x.dtype)]), negative, x])
+
+
+@converter("Elu")
+def _elu(b: Builder, node: Node) -> list[Value | None]:
+    return [_expm1_where_negative(b, _arg(node, 0, "X"), float(node.attr("alpha", 1.0)))]  # type: ignore[arg-type]
+
+
+@converter("Selu")
+def _selu(b: Builder, node: Node) -> list[Value | None]:
+    x = _arg(node, 0, "X")
+    inner = _expm1_where_negative(b, x, float(node.attr("alpha", 1.67326319217681884765625)))  # type: ignore[arg-type]
+    gamma = float(node.attr("gamma", 1.05070102214813232421875))  # type: ignore[arg-type]
+    return [b.call("multiply", [inner, _scalar(b, gamma, x.dtype)])]
+
+
+@converter("Softplus")
+def _softplus(b: Builder, node: Node) -> list[Value | None]:
+    x = _arg(node, 0, "X")
+    return [b.call("log", [b.call("add", [b.call("exp", [x]), _scalar(b, 1.0, x.dtype)])])]
+
+
+@converter("Softsign")
+def _softsign(b: Builder, node: Node) -> list[Value | None]:
+    x = _arg(node, 0, "input")
+    denominator = b.call("add", [b.call("abs", [x]), _scalar(b, 1.0, x.dtype)])
+    return [b.call("divide", [x, denominator])]
+
+
+@converter("Tile")
+def _tile(b: Builder, node: Node) -> list[Value | None]:
+    x = _arg(node, 0, "input")
+    repeats = _ints(b.static(node.input(1), "repeats"))
+    if len(repeats) != x.ndim or any(r < 1 for r in repeats):
+        raise Unsupported(f"repeats {repeats} for a rank-{x.ndim} tensor")
+    out = x
+    for axis, r in enumerate(repeats):
+        if r > 1:
+            out = b.call("concatenate", [b.tuple([out] * r)], axis=axis)
+    return [out]

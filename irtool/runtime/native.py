@@ -57,7 +57,7 @@ def _jit(ir: str, options: TargetOptions, art_builder: Callable[[], CompiledArti
 _SYMBOLS: dict[str, np.ndarray] = {}
 
 
-def _bind_symbol(name: str, data: np.ndarray) -> np.ndarray:
+def _bind_symbol(name: str, data: np.ndarray) -> None:
     """Makes `name` resolve to an aligned copy of `data` in JIT-compiled code. Names carry a
     hash of the data, so one name always means the same bytes; the first copy stays bound."""
     held = _SYMBOLS.get(name)
@@ -66,7 +66,6 @@ def _bind_symbol(name: str, data: np.ndarray) -> np.ndarray:
         held[...] = data
         _SYMBOLS[name] = held
         llvm.add_symbol(name, held.ctypes.data)
-    return held
 
 
 class NativeModule:
@@ -78,9 +77,10 @@ class NativeModule:
             raise DiagnosticError("irtool.build: the module has no `main` function to run")
         self.abi: ABI = generated.abi
         self.ir = generated.ir
-        # Constants stay numpy arrays (64-byte aligned copies) that the engine's symbols point to;
-        # they and the engine must outlive every call, so both are kept here.
-        self._constants = [_bind_symbol(name, data) for name, data in generated.external_constants.items()]
+        # Constants stay numpy arrays (kept for the process's lifetime) that the engine's symbols
+        # point to. The engine must outlive every call through its function pointer: kept here.
+        for name, data in generated.external_constants.items():
+            _bind_symbol(name, data)
         self._engine, address = _jit(self.ir, options, lambda: compile_module(generated, prefix, options, jit=True),
                                      f"{self.abi.prefix}_run")
         self._run = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(address)

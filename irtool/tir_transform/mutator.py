@@ -138,10 +138,6 @@ class TirRewriter:
             results.append(out)
         return results[0]
 
-    def forget(self) -> None:
-        """Drop cached expression results (after changing `var_map` for already-seen variables)."""
-        self._memo.clear()
-
     # -- statements
     def rewrite_stmt(self, root: Stmt) -> Stmt | None:
         results: list[Stmt | None] = []
@@ -207,20 +203,6 @@ class TirRewriter:
         raise TypeError(f"not a TIR statement: {stmt!r}")
 
 
-def substitute(stmt: Stmt, mapping: dict[Var, PrimExpr]) -> Stmt:
-    """`stmt` with each variable of `mapping` replaced by its expression."""
-    sub = TirRewriter()
-    sub.var_map.update((id(v), e) for v, e in mapping.items())
-    out = sub.rewrite_stmt(stmt)
-    return EMPTY if out is None else out
-
-
-def substitute_expr(expr: PrimExpr, mapping: dict[Var, PrimExpr]) -> PrimExpr:
-    sub = TirRewriter()
-    sub.var_map.update((id(v), e) for v, e in mapping.items())
-    return sub.rewrite_expr(expr)
-
-
 class _FreshCopier(TirRewriter):
     """Gives every binder inside the statement a new identity (for code that gets duplicated)."""
 
@@ -261,11 +243,6 @@ def walk_stmts(root: Stmt) -> Iterable[Stmt]:
             continue
         yield stmt
         stack.extend(reversed(stmt_parts(stmt)[1]))
-
-
-def const_int(expr: PrimExpr) -> int | None:
-    """The value of a scalar integer literal, else None."""
-    return expr.value if type(expr) is IntImm else None
 
 
 def is_const(expr: PrimExpr) -> bool:

@@ -16,7 +16,7 @@ import hashlib
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from numpy.lib.npyio import NpzFile
@@ -40,7 +40,7 @@ _SHOWN_VALUES = 6
 def build_arg_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog=PROG, description="Run a Relay program with the reference interpreter.")
-    ap.add_argument("file", help="the .relay file to run, or - for standard input")
+    ap.add_argument("file", help="the .relay (or .onnx) file to run, or - for standard input")
     ap.add_argument("--entry", default="main", help="the global function to call (default: main)")
     ap.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
                     help="one input from a .npy file (repeatable)")
@@ -166,15 +166,20 @@ def _number(v: object) -> str:
 
 
 def write_outputs(path: str, arrays: list[np.ndarray]) -> None:
-    """Write `output0`, `output1`, ... atomically: a temporary file beside `path`, then a rename."""
+    """Write `output0`, `output1`, ... atomically."""
+    write_npz(path, {f"output{i}": a for i, a in enumerate(arrays)})
+
+
+def write_npz(path: str, arrays: Mapping[str, np.ndarray]) -> None:
+    """Write named arrays atomically: a temporary file beside `path`, then a rename."""
     directory = os.path.dirname(os.path.abspath(path))
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".irtool-run-", suffix=".npz", dir=directory)
+        fd, tmp = tempfile.mkstemp(prefix=".irtool-", suffix=".npz", dir=directory)
     except OSError as e:
         raise DiagnosticError(f"cannot write {path}: {e}") from None
     try:
         with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **{f"output{i}": a for i, a in enumerate(arrays)})
+            np.savez(fh, **arrays)
         os.replace(tmp, path)
     except OSError as e:
         os.unlink(tmp)
@@ -185,8 +190,13 @@ def write_outputs(path: str, arrays: list[np.ndarray]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    name, text = read_source(args.file)
-    mod = load_module(name, text, args.entry)
+    if args.file.endswith(".onnx"):
+        # ONNX imports on the fly, weights embedded: the inputs are the graph's own.
+        from irtool.frontend.onnx import import_file
+        mod = import_file(args.file, embed_params=True).module
+    else:
+        name, text = read_source(args.file)
+        mod = load_module(name, text, args.entry)
     func = entry_function(mod, args.entry)
     arrays = given_inputs(args.inputs, args.input)
     if arrays or (args.inputs is not None):

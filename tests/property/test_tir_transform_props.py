@@ -282,7 +282,8 @@ def check_pipeline(func: PrimFunc, pipeline: str, seed: int) -> PrimFunc | None:
 
 def pipeline_refusal(exc: DiagnosticError) -> bool:
     """Loop passes may refuse (illegal reorder, non-constant vectorize extent, ...)."""
-    return str(exc).startswith(("cannot ", "no perfect nest", "no loop", "no primfn"))
+    pass_name, _, message = str(exc).partition(": ")
+    return pass_name.startswith("tir-") and message.startswith(("cannot ", "no perfect nest", "no loop", "no primfn"))
 
 
 # ---- the properties -----------------------------------------------------------------------------

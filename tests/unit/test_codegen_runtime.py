@@ -177,3 +177,20 @@ def @main(%x: Tensor[(64), float32], %y: Tensor[(64), float32]) {
     from irtool.runtime.native import NativeModule
     native = NativeModule(mod, TargetOptions(opt_level=3))
     np.testing.assert_allclose(native(x=x, y=y), -np.exp(x + y), rtol=1e-6)
+
+
+def test_constants_are_bound_by_content_not_by_shape() -> None:
+    """Two modules that differ only in a constant's values compile to different code paths
+    (the JIT binds constants by a hash of their bytes), and the object file embeds the bytes."""
+    template = ('#[version = "0.0.5"]\ndef @main(%x: Tensor[(3), float32]) { add(%x, meta[relay.Constant][0]) }\n'
+                '#[metadata]\n{"relay.Constant": [{"dtype": "float32", "shape": [3], "data": DATA}]}\n')
+    x = np.zeros(3, np.float32)
+    one = irtool.build(parse(template.replace("DATA", "[1.0, 2.0, 3.0]"), "a.relay"))(x=x)
+    two = irtool.build(parse(template.replace("DATA", "[-1.0, 0.5, 8.0]"), "b.relay"))(x=x)
+    np.testing.assert_array_equal(one, [1, 2, 3])
+    np.testing.assert_array_equal(two, [-1, 0.5, 8])
+    from irtool.codegen import TargetOptions, ensure_lowered, generate_module
+    embedded = generate_module(ensure_lowered(parse(template.replace("DATA", "[1.0, 2.0, 3.0]"), "a.relay")), "m",
+                               TargetOptions(opt_level=0)).ir
+    # 1.0f, 2.0f, 3.0f little-endian: 0x3f800000, 0x40000000, 0x40400000.
+    assert r'constant [12 x i8] c"\00\00\80\3f\00\00\00\40\00\00\40\40", align 64' in embedded
