@@ -52,12 +52,15 @@ def binders(node: Expr) -> list[Var]:
     return []
 
 
-def shared_free_vars(order: list[Expr]) -> dict[int, set[int]]:
+def shared_free_vars(order: list[Expr], tracked: set[int] | None = None) -> dict[int, set[int]]:
     """Free variables (by id) of every node with more than one parent; `order` is a post-order.
 
-    Computed bottom-up; a child's set is reused in place when the child has a single parent, so a
-    long let chain costs linear time instead of copying ever-growing sets.
+    Only the variables in `tracked` are reported (default: all). Computed bottom-up; a child's
+    set is reused in place when the child has a single parent, so a long let chain costs linear
+    time instead of copying ever-growing sets.
     """
+    if tracked is not None and not tracked:
+        return {}  # e.g. a graph whose only binders are its function's parameters
     counts: dict[int, int] = {}
     for node in order:
         for child in node.children():
@@ -68,7 +71,7 @@ def shared_free_vars(order: list[Expr]) -> dict[int, set[int]]:
     shared: dict[int, set[int]] = {}
     for node in order:
         if isinstance(node, Var):
-            fv[id(node)] = {id(node)}
+            fv[id(node)] = {id(node)} if tracked is None or id(node) in tracked else set()
             continue
         parts: list[tuple[Expr, set[int]]] = []
         if isinstance(node, Let):
@@ -117,7 +120,7 @@ class _Checker:
         self.visited.clear()
         order = post_order(root)
         all_bound = {id(v) for node in order for v in binders(node)}
-        shared = shared_free_vars(order)
+        shared = shared_free_vars(order, _reuse_checked(root, all_bound))
         in_scope: set[int] = set()
         visited = self.visited
         # Entries: (VISIT, node, parent) | (BIND, vars, binder) | (UNBIND, vars, None)
@@ -199,6 +202,18 @@ class _Checker:
 
 
 _VISIT, _BIND, _UNBIND = 0, 1, 2
+
+
+def _reuse_checked(root: Expr, all_bound: set[int]) -> set[int]:
+    """The variables whose scope a reused (shared) node can escape, so must be checked at reuses.
+
+    A function's own parameters are in scope in its whole body (binding one of them again is
+    reported where that happens, before any reuse below it). A variable bound nowhere is either
+    allowed (a lone expression's input) or already reported at its first use, which the walk
+    reaches before any reuse of a node containing it.
+    """
+    params = {id(p) for p in root.params} if isinstance(root, Function) else set()
+    return all_bound - params
 
 
 def _span_of(parent: Expr | None, fallback: Span | None) -> Span | None:

@@ -4,7 +4,7 @@ The graph is walked once in its (topological) node order. Every ONNX tensor beco
 its Relay expression, its static type, and — for tensors whose contents are known at import
 time (shape computations, `Constant` nodes, integer initializers) — the numpy value, so that
 `Reshape`'s shape input, `Slice`'s starts or `Shape → Gather → Concat` chains resolve to static
-attributes. Operator conversion lives in `onnx_ops.py` (one converter per ONNX op type).
+attributes. Operator conversion lives in `onnx_ops/` (one converter per ONNX op type, by family).
 
 Float initializers are the model's weights: by default they become parameters of `main` after
 the real inputs (their values returned in `ImportResult.params`, written to an `.npz` by
@@ -181,12 +181,23 @@ def _tensor_array(tensor: onnx.TensorProto) -> np.ndarray:
     return np.asarray(numpy_helper.to_array(tensor))
 
 
+def _short_float(value: float) -> float:
+    """A float32 attribute as its shortest decimal (`epsilon=1e-05`, not 9.999999747378752e-06);
+    it rounds back to the same float32."""
+    return float(str(np.float32(value)))
+
+
 def _attributes(node: onnx.NodeProto) -> dict[str, object]:
+    import onnx
     from onnx import helper
     out: dict[str, object] = {}
     for a in node.attribute:
         value = helper.get_attribute_value(a)
-        if isinstance(value, bytes):
+        if a.type == onnx.AttributeProto.FLOAT:
+            value = _short_float(value)  # type: ignore[arg-type]
+        elif a.type == onnx.AttributeProto.FLOATS:
+            value = [_short_float(v) for v in value]  # type: ignore[union-attr]
+        elif isinstance(value, bytes):
             value = value.decode("utf-8", errors="replace")
         elif hasattr(value, "raw_data") or hasattr(value, "dims"):
             value = _tensor_array(value)  # type: ignore[arg-type]

@@ -14,6 +14,8 @@ from irtool.ir.adt import (Constructor, Pattern, PatternConstructor, PatternTupl
 from irtool.ir.expr import (Call, Constant, Expr, Function, GlobalVar, If, Let, Match, Op, RefCreate,
                             RefRead, RefWrite, Tuple, TupleGetItem, Var)
 from irtool.ir.module import IRModule
+from irtool.ir.tir import PrimFunc
+from irtool.ir.tir_equality import tir_structural_equal
 from irtool.ir.visitor import post_order
 
 
@@ -127,6 +129,12 @@ def _types_data_equal(a: TypeData, b: TypeData) -> bool:
             == [(c.name, c.inputs, c.tag) for c in b.constructors])
 
 
+def _definitions_equal(a: Function | PrimFunc, b: Function | PrimFunc) -> bool:
+    if isinstance(a, PrimFunc) or isinstance(b, PrimFunc):
+        return isinstance(a, PrimFunc) and isinstance(b, PrimFunc) and tir_structural_equal(a, b)
+    return _Equal().exprs(a, b)
+
+
 def structural_equal(a: object, b: object) -> bool:
     """Equality of expressions, types or whole modules, modulo renaming of variables."""
     if isinstance(a, IRModule) and isinstance(b, IRModule):
@@ -134,7 +142,7 @@ def structural_equal(a: object, b: object) -> bool:
             return False
         if not all(_types_data_equal(a.type_defs[n], b.type_defs[n]) for n in a.type_defs):
             return False
-        return all(_Equal().exprs(a.functions[n], b.functions[n]) for n in a.functions)
+        return all(_definitions_equal(a.functions[n], b.functions[n]) for n in a.functions)
     if isinstance(a, Expr) and isinstance(b, Expr):
         return _Equal().exprs(a, b)
     return a == b

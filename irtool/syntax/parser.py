@@ -33,11 +33,12 @@ from irtool.syntax import parse_engine
 from irtool.syntax.diagnostics import SOURCES, Diagnostic, DiagnosticError, suggest
 from irtool.syntax.lexer import Lexer, LiteralError, SourceText, Token, number_value, tokenize
 from irtool.syntax.parse_metadata import CONSTANT_KIND, MetadataError, constant_array, parse_metadata_json
+from irtool.syntax.tir_builder import TirActions
 
 __all__ = ["parse", "parse_module", "parse_expr"]
 
 _STARTS = ["module", "expression"]
-_MODULE_KEYWORDS = ("def", "type", "extern")
+_MODULE_KEYWORDS = ("def", "type", "extern", "primfn")
 _INFIX_OPS = {"*": "multiply", "/": "divide", "+": "add", "-": "subtract", "<": "less", ">": "greater",
               "<=": "less_equal", ">=": "greater_equal", "==": "equal", "!=": "not_equal"}
 _DTYPE_PREFIXES = ("int", "uint", "float", "bool")
@@ -51,7 +52,7 @@ def _grammar() -> tuple[parse_engine.Table, Lexer]:
     """The LALR table and tokenizer, built once per process (the table is also cached on disk)."""
     global _grammar_cache
     if _grammar_cache is None:
-        table = parse_engine.load_table(grammar_text("relay"), _STARTS)
+        table = parse_engine.load_table(grammar_text("relay") + "\n" + grammar_text("tir"), _STARTS)
         _grammar_cache = (table, Lexer(table.literals))
     return _grammar_cache
 
@@ -217,7 +218,7 @@ class _AttrList:
 
 # ---- Rule actions -----------------------------------------------------------------------------------
 
-class _Builder:
+class _Builder(TirActions):
     """One method per grammar rule alias: (kept children, start offset, end offset) → value."""
 
     def __init__(self, src: SourceText, meta: dict[str, list[object]], module_mode: bool) -> None:

@@ -27,6 +27,7 @@ from irtool.ir.adt import Constructor, Pattern, PatternConstructor, PatternTuple
 from irtool.ir.expr import (Attrs, AttrValue, Call, Constant, Expr, Function, GlobalVar, If, Let, Match,
                             MetaRef, Op, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem, Var)
 from irtool.ir.module import IRModule
+from irtool.ir.tir import PrimFunc
 from irtool.ir.types import IncompleteType, Type, type_to_text
 from irtool.ir.visitor import free_vars
 
@@ -71,6 +72,7 @@ def print_program(prog: IRModule | Expr, show_types: bool = False,
 
 
 def print_module(mod: IRModule, show_types: bool = False) -> str:
+    from irtool.syntax.tir_printer import primfunc_entries  # imports this module
     printer = _Printer(show_types)
     entries: Entries = [VERSION_HEADER]
     first = True
@@ -83,7 +85,8 @@ def print_module(mod: IRModule, show_types: bool = False) -> str:
         if not first:
             entries.append("")
         first = False
-        entries.extend(printer.definition(name, mod.functions[name]))
+        func = mod.functions[name]
+        entries.extend(primfunc_entries(name, func) if isinstance(func, PrimFunc) else printer.definition(name, func))
     return _finish(entries, printer, mod.metadata)
 
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 import re
 
 from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.strategies import modules
 from support.tir_strategies import primfuncs
 
 from irtool.analysis.tir_verify import verify_primfunc
+from irtool.ir.equality import structural_equal
 from irtool.ir.module import IRModule
 from irtool.ir.tir import PrimFunc
 from irtool.ir.tir_equality import tir_structural_equal, tir_structural_hash
@@ -46,3 +49,16 @@ def test_equality_and_hash_ignore_names(func: PrimFunc) -> None:
     assert tir_structural_hash(renamed) == tir_structural_hash(func)
     if "%" in text:
         assert print_module(_module(renamed)) != text
+
+
+@settings()
+@given(modules(), st.lists(primfuncs(max_depth=2), max_size=2))
+def test_modules_mixing_defs_and_primfns_round_trip(mod: IRModule, kernels: list[PrimFunc]) -> None:
+    mixed = mod.copy()
+    for i, func in enumerate(kernels):
+        mixed.add_function(f"kernel_{i}", func)  # type: ignore[arg-type]
+    text = print_module(mixed)
+    parsed = parse_module(text, "mixed.relay")
+    assert structural_equal(parsed, mixed), text
+    assert sorted(parsed.functions) == sorted(mixed.functions)
+    assert print_module(parsed) == text

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import os
 import subprocess
 import sys
 from contextlib import redirect_stderr
@@ -82,16 +81,16 @@ def test_sanitize_keeps_valid_names() -> None:
 def test_all_unsupported_operators_reported_at_once() -> None:
     nodes = [N("Relu", ["x"], ["a"], name="r"), N("Hardmax", ["a"], ["b"], name="hm1"),
              N("Hardmax", ["x"], ["c"], name="hm2"), N("Einsum", ["b", "c"], ["y"], name="es", equation="ij,ij->ij"),
-             N("Conv", ["x", "w"], ["z"], name="conv3d")]
+             N("Conv", ["x", "w"], ["z"], name="conv4d")]
     graph = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 1, 2, 2, 2])],
+        nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 1, 2, 2, 2, 2])],
         [helper.make_empty_tensor_value_info("y"), helper.make_empty_tensor_value_info("z")],
-        [numpy_helper.from_array(np.ones((1, 1, 1, 1, 1), np.float32), "w")])
+        [numpy_helper.from_array(np.ones((1, 1, 1, 1, 1, 1), np.float32), "w")])
     with pytest.raises(DiagnosticError) as info:
         import_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), source="bad.onnx")
     message = str(info.value)
     assert "unsupported operators: Einsum (es); Hardmax (hm1, hm2)" in message
-    assert "node 'conv3d' (Conv): 3-d convolution" in message
+    assert "node 'conv4d' (Conv): 4-d convolution" in message
 
 
 def test_dynamic_input_needs_a_shape() -> None:
@@ -152,7 +151,7 @@ def test_cli_timings_only_on_a_terminal(tmp_path: Path) -> None:
     model, _ = mlp()
     onnx.save(model, str(tmp_path / "mlp.onnx"))
     proc = subprocess.run([sys.executable, "-m", "irtool.tools.importer", str(tmp_path / "mlp.onnx"),
-                           "--embed-params"], capture_output=True, text=True, env=dict(os.environ), check=False)
+                           "--embed-params"], capture_output=True, text=True, cwd=tmp_path, check=False)
     assert proc.returncode == 0 and proc.stderr == ""
     assert proc.stdout.startswith('#[version = "0.0.5"]')
     timer = importer.StageTimer(True)

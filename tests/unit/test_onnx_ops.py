@@ -220,6 +220,7 @@ def test_gather_constant_of_shape_cast_reductions() -> None:
     dict(), dict(strides=[2, 2]), dict(strides=[2, 3], pads=[1, 0, 2, 1], output_padding=[1, 2]),
     dict(dilations=[2, 1], pads=[3, 0, 0, 0]), dict(group=2, strides=[2, 2]),
     dict(strides=[2, 2], output_shape=[10, 7]), dict(strides=[2, 2], auto_pad="SAME_LOWER"),
+    dict(strides=[2, 2], auto_pad="SAME_UPPER", output_shape=[10, 7]),
 ])
 def test_conv_transpose(attrs: dict) -> None:
     groups = attrs.get("group", 1)
@@ -230,3 +231,48 @@ def test_conv_transpose(attrs: dict) -> None:
 def test_conv_transpose_1d() -> None:
     check([N("ConvTranspose", ["x", "w"], ["y"], strides=[3], pads=[1, 1])], {"x": rand(2, 3, 5)},
           {"w": rand(3, 2, 4)})
+
+
+def test_instance_normalization() -> None:
+    check([N("InstanceNormalization", ["x", "s", "b"], ["y"], epsilon=1e-3)], {"x": rand(2, 3, 4, 5)},
+          {"s": rand(3), "b": rand(3)}, rtol=1e-4)
+
+
+@pytest.mark.parametrize("attrs", [dict(), dict(pads=[1, 0, 1, 2, 1, 0], strides=[2, 1, 2]),
+                                   dict(dilations=[2, 1, 1], group=2)])
+def test_conv3d(attrs: dict) -> None:
+    groups = attrs.get("group", 1)
+    check([N("Conv", ["x", "w", "b"], ["y"], **attrs)], {"x": rand(2, 4, 6, 5, 5)},
+          {"w": rand(6, 4 // groups, 3, 2, 2), "b": rand(6)}, rtol=1e-4)
+
+
+@pytest.mark.parametrize("op,attrs", [
+    ("MaxPool", dict(kernel_shape=[3, 2, 2], strides=[2, 1, 2], pads=[1, 1, 0, 1, 0, 1])),
+    ("MaxPool", dict(kernel_shape=[2, 2, 2], dilations=[2, 1, 1])),
+    ("AveragePool", dict(kernel_shape=[2, 3, 2], strides=[1, 2, 1], pads=[0, 1, 1, 0, 1, 0])),
+    ("AveragePool", dict(kernel_shape=[3, 3, 3], pads=[1, 1, 1, 1, 1, 1], count_include_pad=1)),
+])
+def test_pool3d(op: str, attrs: dict) -> None:
+    check([N(op, ["x"], ["y"], **attrs)], {"x": rand(1, 3, 6, 5, 7)}, opset=12)
+
+
+def test_variadic_comparison_and_selection_ops() -> None:
+    x, z = rand(2, 3), rand(3)
+    for op in ("Max", "Min", "Mean", "Sum"):
+        check([N(op, ["x", "z", "x"], ["y"])], {"x": x, "z": z})
+    check([N("Greater", ["x", "z"], ["g"]), N("Less", ["x", "z"], ["l"]), N("Or", ["g", "l"], ["o"]),
+           N("Not", ["o"], ["n"]), N("Equal", ["x", "x"], ["e"]), N("And", ["n", "e"], ["y"])],
+          {"x": x, "z": z})
+    check([N("Greater", ["x", "z"], ["c"]), N("Where", ["c", "x", "z"], ["y"])], {"x": x, "z": z})
+    for op in ("Floor", "Ceil", "Round", "Erf"):
+        check([N(op, ["x"], ["y"])], {"x": x * 3})
+    check([N("ArgMax", ["x"], ["a"], axis=1), N("ArgMin", ["x"], ["b"], axis=0, keepdims=0)], {"x": x},
+          outputs=("a", "b"))
+    check([N("ReduceProd", ["x"], ["y"], axes=[1])], {"x": x})
+
+
+def test_expand_tile_size_constant_ints() -> None:
+    check([N("Expand", ["x", "s"], ["y"])], {"x": rand(3, 1)}, {"s": np.array([2, 3, 4], np.int64)})
+    check([N("Tile", ["x", "r"], ["y"])], {"x": rand(2, 3)}, {"r": np.array([2, 3], np.int64)})
+    check([N("Size", ["x"], ["n"]), N("Constant", [], ["k"], value_ints=[1, 2]),
+           N("Cast", ["k"], ["kf"], to=onnx.TensorProto.INT64), N("Mul", ["n", "kf"], ["y"])], {"x": rand(2, 5)})

@@ -1,1 +1,0 @@
-"""Named passes and the pass manager (installed as `irtool.passes`)."""

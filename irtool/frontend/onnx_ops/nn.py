@@ -1,0 +1,129 @@
+"""Normalisation, softmax and the matrix products (Gemm, MatMul).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from irtool.frontend.onnx import Builder, Node, Unsupported, Value
+from irtool.frontend.onnx_ops.common import (converter, norm_axis, required, reshaped, scalar, transposed)
+
+@converter("BatchNormalization")
+def _batch_norm(b: Builder, node: Node) -> list[Value | None]:
+    if any(node.used_outputs[1:]):
+        raise Unsupported("training-mode outputs (running mean/var, saved statistics)")
+    if int(node.attr("training_mode", 0)):
+        raise Unsupported("training_mode=1")
+    if b.opset < 9 and not int(node.attr("spatial", 1)):
+        raise Unsupported("spatial=0 (per-activation statistics)")
+    args = [required(node, i, what) for i, what in enumerate(("X", "scale", "B", "mean", "var"))]
+    out = b.call("nn.batch_norm", args, axis=1, epsilon=float(node.attr("epsilon", 1e-5)))  # type: ignore[arg-type]
+    return [b.item(out, 0)] + [None] * (node.num_outputs - 1)
+
+
+@converter("InstanceNormalization")
+def _instance_norm(b: Builder, node: Node) -> list[Value | None]:
+    """(x − mean) / sqrt(var + ε) · scale + B, statistics per sample and channel."""
+    x, scale, bias = required(node, 0, "input"), required(node, 1, "scale"), required(node, 2, "B")
+    if x.ndim < 3:
+        raise Unsupported(f"a rank-{x.ndim} input")
+    axes = tuple(range(2, x.ndim))
+    centered = b.call("subtract", [x, b.call("mean", [x], axis=axes, keepdims=True)])
+    variance = b.call("mean", [b.call("multiply", [centered, centered])], axis=axes, keepdims=True)
+    eps = scalar(b, float(node.attr("epsilon", 1e-5)), x.dtype)  # type: ignore[arg-type]
+    normed = b.call("divide", [centered, b.call("sqrt", [b.call("add", [variance, eps])])])
+    trailing = (1,) * (x.ndim - 2)
+    scaled = b.call("multiply", [normed, reshaped(b, scale, scale.shape + trailing)])
+    return [b.call("add", [scaled, reshaped(b, bias, bias.shape + trailing)])]
+
+
+@converter("LRN")
+def _lrn(b: Builder, node: Node) -> list[Value | None]:
+    size = int(node.attr("size"))  # type: ignore[arg-type]
+    if size % 2 == 0:
+        raise Unsupported(f"an even LRN size ({size}): its window is asymmetric")
+    return [b.call("nn.lrn", [required(node, 0, "X")], size=size, axis=1,
+                   bias=float(node.attr("bias", 1.0)), alpha=float(node.attr("alpha", 1e-4)),  # type: ignore[arg-type]
+                   beta=float(node.attr("beta", 0.75)))]  # type: ignore[arg-type]
+
+
+def _softmax(b: Builder, node: Node, op: str) -> list[Value | None]:
+    x = required(node, 0, "input")
+    if b.opset >= 13:
+        return [b.call(op, [x], axis=norm_axis(int(node.attr("axis", -1)), x.ndim))]  # type: ignore[call-overload]
+    # Before opset 13 the input is coerced to 2-d at `axis` and normalised over the second part.
+    axis = norm_axis(int(node.attr("axis", 1)), x.ndim)  # type: ignore[call-overload]
+    if axis == x.ndim - 1:
+        return [b.call(op, [x], axis=axis)]
+    flat = reshaped(b, x, (math.prod(x.shape[:axis]), math.prod(x.shape[axis:])))
+    return [reshaped(b, b.call(op, [flat], axis=1), x.shape)]
+
+
+@converter("Softmax")
+def _softmax_op(b: Builder, node: Node) -> list[Value | None]:
+    return _softmax(b, node, "nn.softmax")
+
+
+@converter("LogSoftmax")
+def _log_softmax(b: Builder, node: Node) -> list[Value | None]:
+    return _softmax(b, node, "nn.log_softmax")
+
+
+@converter("Gemm")
+def _gemm(b: Builder, node: Node) -> list[Value | None]:
+    a, w = required(node, 0, "A"), required(node, 1, "B")
+    if a.ndim != 2 or w.ndim != 2:
+        raise Unsupported(f"Gemm of shapes {a.shape} and {w.shape}")
+    if int(node.attr("transA", 0)):
+        a = transposed(b, a, (1, 0))
+    # nn.dense(a, w) is a · wᵀ, so an untransposed B needs a transpose.
+    if not int(node.attr("transB", 0)):
+        w = transposed(b, w, (1, 0))
+    out = b.call("nn.dense", [a, w], units=w.shape[0])
+    alpha, beta = float(node.attr("alpha", 1.0)), float(node.attr("beta", 1.0))  # type: ignore[arg-type]
+    if alpha != 1.0:
+        out = b.call("multiply", [out, scalar(b, alpha, out.dtype)])
+    c = node.input(2)
+    if c is not None and beta != 0.0:
+        if beta != 1.0:
+            c = b.call("multiply", [c, scalar(b, beta, c.dtype)])
+        if b.opset < 7 and not node.attr("broadcast", 0) and c.shape != out.shape:
+            raise Unsupported(f"C of shape {c.shape} without broadcast=1")
+        if c.ndim == 1 and c.shape[0] == out.shape[1]:
+            out = b.call("nn.bias_add", [out, c], axis=1)
+        else:
+            out = b.call("add", [out, c])
+    return [out]
+
+
+@converter("MatMul")
+def _matmul(b: Builder, node: Node) -> list[Value | None]:
+    a, w = required(node, 0, "A"), required(node, 1, "B")
+    if a.ndim == 0 or w.ndim == 0:
+        raise Unsupported("MatMul of a scalar")
+    a2 = reshaped(b, a, (1,) + a.shape) if a.ndim == 1 else a
+    w2 = reshaped(b, w, w.shape + (1,)) if w.ndim == 1 else w
+    m, k = a2.shape[-2:]
+    k2, n = w2.shape[-2:]
+    if k != k2:
+        raise Unsupported(f"MatMul of shapes {a.shape} and {w.shape}")
+    if w2.ndim == 2:
+        rows = reshaped(b, a2, (math.prod(a2.shape[:-1]), k))
+        out = b.call("nn.dense", [rows, transposed(b, w2, (1, 0))], units=n)
+        out = reshaped(b, out, a2.shape[:-1] + (n,))
+    else:
+        batch_a, batch_w = a2.shape[:-2], w2.shape[:-2]
+        batch = tuple(np.broadcast_shapes(batch_a, batch_w))
+        if batch_a != batch or batch_w != batch:
+            raise Unsupported(f"MatMul with broadcast batch dimensions {a.shape} × {w.shape}")
+        size = math.prod(batch)
+        out = b.call("nn.batch_matmul", [reshaped(b, a2, (size, m, k)), reshaped(b, w2, (size, k, n))])
+        out = reshaped(b, out, batch + (m, n))
+    shape = list(out.shape)
+    if a.ndim == 1:
+        del shape[-2]
+    if w.ndim == 1:
+        del shape[-1]
+    return [reshaped(b, out, shape)]

@@ -1,0 +1,266 @@
+"""Shapes and data movement: reshapes, slicing, gathering, padding, constants, reductions.
+
+Shape inputs must be import-time constants; the converters compute the static result.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from irtool.frontend.onnx import Builder, Node, Unsupported, Value
+from irtool.frontend.onnx_ops.common import (converter, int_list, norm_axis, required, reshaped, scalar, transposed)
+
+@converter("Pad")
+def _pad(b: Builder, node: Node) -> list[Value | None]:
+    x = required(node, 0, "data")
+    if b.opset < 11:
+        pads, value = int_list(node.attr("pads", node.attr("paddings"))), float(node.attr("value", 0.0))  # type: ignore[arg-type]
+    else:
+        pads = int_list(b.static(node.input(1), "pads"))
+        value_in = node.input(2)
+        value = 0.0 if value_in is None else float(b.static(value_in, "constant_value"))
+        if node.input(3) is not None:
+            raise Unsupported("the axes input of Pad")
+    mode = str(node.attr("mode", "constant"))
+    if mode not in ("constant", "reflect", "edge"):
+        raise Unsupported(f"pad mode {mode}")
+    n = x.ndim
+    if len(pads) != 2 * n:
+        raise Unsupported(f"pads {pads} for a rank-{n} tensor")
+    if any(p < 0 for p in pads):
+        raise Unsupported(f"negative pads {pads}")
+    width = tuple((pads[i], pads[i + n]) for i in range(n))
+    return [b.call("nn.pad", [x, scalar(b, value, x.dtype)], pad_width=width, pad_mode=mode)]
+
+
+@converter("Reshape")
+def _reshape_op(b: Builder, node: Node) -> list[Value | None]:
+    x = required(node, 0, "data")
+    target = int_list(node.attr("shape")) if b.opset < 5 else int_list(b.static(node.input(1), "shape"))
+    allow_zero = bool(node.attr("allowzero", 0))
+    shape = [x.shape[i] if d == 0 and not allow_zero else d for i, d in enumerate(target)]
+    if shape.count(-1) > 1:
+        raise Unsupported(f"shape {target} has more than one -1")
+    if -1 in shape:
+        known = math.prod(d for d in shape if d != -1)
+        if known == 0 or math.prod(x.shape) % known:
+            raise Unsupported(f"cannot reshape {x.shape} to {target}")
+        shape[shape.index(-1)] = math.prod(x.shape) // known
+    if math.prod(shape) != math.prod(x.shape):
+        raise Unsupported(f"cannot reshape {x.shape} to {target}")
+    return [reshaped(b, x, shape)]
+
+
+@converter("Flatten")
+def _flatten(b: Builder, node: Node) -> list[Value | None]:
+    x = required(node, 0, "input")
+    axis = int(node.attr("axis", 1))  # type: ignore[call-overload]
+    axis = axis + x.ndim if axis < 0 else axis
+    return [reshaped(b, x, (math.prod(x.shape[:axis]), math.prod(x.shape[axis:])))]
+
+
+@converter("Transpose")
+def _transpose_op(b: Builder, node: Node) -> list[Value | None]:
+    x = required(node, 0, "data")
+    perm = int_list(node.attr("perm")) or list(reversed(range(x.ndim)))
+    return [transposed(b, x, perm)]
+
+
+@converter("Concat")
+def _concat(b: Builder, node: Node) -> list[Value | None]:
+    args = [v for v in node.inputs if v is not None]
+    axis = norm_axis(int(node.attr("axis", 1)), args[0].ndim)  # type: ignore[call-overload]
+    return [b.call("concatenate", [b.tuple(args)], axis=axis)]
+
+
+@converter("Split")
+def _split(b: Builder, node: Node) -> list[Value | None]:
+    x = required(node, 0, "input")
+    axis = norm_axis(int(node.attr("axis", 0)), x.ndim)  # type: ignore[call-overload]
+    if b.opset >= 13 and node.input(1) is not None:
+        sizes = int_list(b.static(node.input(1), "split"))
+    else:
+        sizes = int_list(node.attr("split"))
+    if not sizes:
+        if x.shape[axis] % node.num_outputs:
+            raise Unsupported(f"{x.shape[axis]} does not split into {node.num_outputs} equal parts")
+        sizes = [x.shape[axis] // node.num_outputs] * node.num_outputs
+    if sum(sizes) != x.shape[axis] or len(sizes) != node.num_outputs:
+        raise Unsupported(f"split sizes {sizes} for an axis of {x.shape[axis]}")
+    if len(sizes) == 1:
+        return [x]
+    indices = tuple(int(i) for i in np.cumsum(sizes)[:-1])
+    parts = b.call("split", [x], indices_or_sections=indices, axis=axis)
+    return [b.item(parts, i) for i in range(len(sizes))]
+
+
+@converter("Slice")
+def _slice(b: Builder, node: Node) -> list[Value | None]:
+    x = required(node, 0, "data")
+    if b.opset < 10:
+        starts, ends, axes = int_list(node.attr("starts")), int_list(node.attr("ends")), int_list(node.attr("axes"))
+        steps: list[int] = []
+    else:
+        starts = int_list(b.static(node.input(1), "starts"))
+        ends = int_list(b.static(node.input(2), "ends"))
+        axes = int_list(b.static(node.input(3), "axes")) if node.input(3) is not None else []
+        steps = int_list(b.static(node.input(4), "steps")) if node.input(4) is not None else []
+    axes = axes or list(range(len(starts)))
+    steps = steps or [1] * len(starts)
+    begin, end, stride = [0] * x.ndim, list(x.shape), [1] * x.ndim
+    out = x
+    for start, stop, axis, step in zip(starts, ends, axes, steps):
+        axis = norm_axis(axis, x.ndim)
+        if step == 0:
+            raise Unsupported("a slice step of 0")
+        lo, hi, st = slice(start, stop, step).indices(x.shape[axis])
+        if step > 0:
+            begin[axis], end[axis], stride[axis] = lo, max(hi, lo), st
+        else:  # a reversed range: gather its indices explicitly
+            indices = np.arange(lo, hi, st, dtype=np.int64)
+            if indices.size == 0:
+                raise Unsupported("an empty reversed slice")
+            out = b.call("take", [out, b.const(indices)], axis=axis)
+    if (begin, end, stride) != ([0] * x.ndim, list(x.shape), [1] * x.ndim):
+        strides = tuple(stride) if any(s != 1 for s in stride) else None
+        out = b.call("strided_slice", [out], begin=tuple(begin), end=tuple(end), strides=strides)
+    return [out]
+
+
+def _axes_input(b: Builder, node: Node, since: int) -> list[int] | None:
+    """Axes given as an attribute before opset `since`, as an optional input from it on."""
+    if b.opset < since:
+        value = node.attr("axes")
+        return int_list(value) if value is not None else None
+    v = node.input(1)
+    return None if v is None else int_list(b.static(v, "axes"))
+
+
+@converter("Squeeze")
+def _squeeze(b: Builder, node: Node) -> list[Value | None]:
+    x = required(node, 0, "data")
+    axes = _axes_input(b, node, 13)
+    if axes is None:
+        axes = [i for i, d in enumerate(x.shape) if d == 1]
+    axes = sorted(norm_axis(a, x.ndim) for a in axes)
+    if any(x.shape[a] != 1 for a in axes):
+        raise Unsupported(f"squeezing axes {axes} of shape {x.shape}")
+    return [b.call("squeeze", [x], axis=tuple(axes))]
+
+
+@converter("Unsqueeze")
+def _unsqueeze(b: Builder, node: Node) -> list[Value | None]:
+    x = required(node, 0, "data")
+    axes = _axes_input(b, node, 13)
+    if not axes:
+        raise Unsupported("Unsqueeze without axes")
+    rank = x.ndim + len(axes)
+    axes = sorted(norm_axis(a, rank) for a in axes)
+    if len(axes) == 1:
+        return [b.call("expand_dims", [x], axis=axes[0])]
+    shape = list(x.shape)
+    for a in axes:
+        shape.insert(a, 1)
+    return [reshaped(b, x, shape)]
+
+
+@converter("Gather")
+def _gather(b: Builder, node: Node) -> list[Value | None]:
+    x, indices = required(node, 0, "data"), required(node, 1, "indices")
+    axis = norm_axis(int(node.attr("axis", 0)), x.ndim)  # type: ignore[call-overload]
+    if indices.const is not None:
+        # ONNX counts negative indices from the end; normalise them now.
+        fixed = np.where(indices.const < 0, indices.const + x.shape[axis], indices.const)
+        if np.any(fixed < 0) or np.any(fixed >= x.shape[axis]):
+            raise Unsupported(f"indices out of range for an axis of {x.shape[axis]}")
+        indices = b.const(fixed.astype(np.int64))
+        return [b.call("take", [x, indices], axis=axis)]
+    return [b.call("take", [x, indices], axis=axis, mode="wrap")]
+
+
+@converter("Shape")
+def _shape(b: Builder, node: Node) -> list[Value | None]:
+    x = required(node, 0, "data")
+    start, end = int(node.attr("start", 0)), node.attr("end")  # type: ignore[call-overload]
+    dims = list(x.shape)[start:None if end is None else int(end)]  # type: ignore[call-overload]
+    return [b.const(np.array(dims, dtype=np.int64))]
+
+
+@converter("Size")
+def _size(b: Builder, node: Node) -> list[Value | None]:
+    return [b.const(np.array(math.prod(required(node, 0, "data").shape), dtype=np.int64))]
+
+
+@converter("Constant")
+def _constant(b: Builder, node: Node) -> list[Value | None]:
+    for key, dtype in (("value", None), ("value_float", np.float32), ("value_floats", np.float32),
+                       ("value_int", np.int64), ("value_ints", np.int64)):
+        if key in node.attrs:
+            return [b.const(np.asarray(node.attrs[key], dtype=dtype))]
+    raise Unsupported(f"attribute {', '.join(node.attrs) or '(none)'}")
+
+
+@converter("ConstantOfShape")
+def _constant_of_shape(b: Builder, node: Node) -> list[Value | None]:
+    shape = tuple(int_list(b.static(node.input(0), "shape")))
+    fill = node.attr("value")
+    scalar = np.asarray(fill).reshape(-1)[0] if fill is not None else np.float32(0)
+    value = b.const(np.asarray(scalar))
+    return [b.call("full", [value], shape=shape, dtype=value.dtype)]
+
+
+@converter("Expand")
+def _expand(b: Builder, node: Node) -> list[Value | None]:
+    x = required(node, 0, "input")
+    shape = tuple(np.broadcast_shapes(x.shape, tuple(int_list(b.static(node.input(1), "shape")))))
+    if shape == x.shape:
+        return [x]
+    zeros = b.call("full", [scalar(b, 0, x.dtype)], shape=shape, dtype=x.dtype)
+    return [b.call("add", [x, zeros]) if x.dtype != "bool" else b.call("logical_or", [x, zeros])]
+
+
+def _reduce(b: Builder, node: Node, op: str, axes_since: int) -> list[Value | None]:
+    x = required(node, 0, "data")
+    axes = _axes_input(b, node, axes_since)
+    keepdims = bool(node.attr("keepdims", 1))
+    if not axes:
+        if axes is not None or not int(node.attr("noop_with_empty_axes", 0)):
+            axes = list(range(x.ndim))
+        else:
+            return [x]
+    return [b.call(op, [x], axis=tuple(sorted(norm_axis(a, x.ndim) for a in axes)), keepdims=keepdims)]
+
+
+_REDUCE = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "max", "ReduceMin": "min",
+           "ReduceProd": "prod"}
+
+
+@converter(*_REDUCE)
+def _reduce_op(b: Builder, node: Node) -> list[Value | None]:
+    # ReduceSum takes axes as an input from opset 13, the others from opset 18.
+    return _reduce(b, node, _REDUCE[node.op_type], 13 if node.op_type == "ReduceSum" else 18)
+
+
+@converter("ArgMax", "ArgMin")
+def _arg_reduce(b: Builder, node: Node) -> list[Value | None]:
+    x = required(node, 0, "data")
+    op = "argmax" if node.op_type == "ArgMax" else "argmin"
+    out = b.call(op, [x], axis=(norm_axis(int(node.attr("axis", 0)), x.ndim),),  # type: ignore[call-overload]
+                 keepdims=bool(node.attr("keepdims", 1)),
+                 select_last_index=bool(node.attr("select_last_index", 0)))
+    return [b.call("cast", [out], dtype="int64") if out.dtype != "int64" else out]
+
+
+@converter("Tile")
+def _tile(b: Builder, node: Node) -> list[Value | None]:
+    x = required(node, 0, "input")
+    repeats = int_list(b.static(node.input(1), "repeats"))
+    if len(repeats) != x.ndim or any(r < 1 for r in repeats):
+        raise Unsupported(f"repeats {repeats} for a rank-{x.ndim} tensor")
+    out = x
+    for axis, r in enumerate(repeats):
+        if r > 1:
+            out = b.call("concatenate", [b.tuple([out] * r)], axis=axis)
+    return [out]
