@@ -116,6 +116,8 @@ class _Inferencer:
         self.ret_types: dict[int, Type] = {}
         self.global_types: dict[str, FuncType] = {}
         self.pending: list[_Waiting] = []
+        # Programs hold many constants of few shapes: one (shared) type per (shape, dtype).
+        self.constant_types: dict[tuple[tuple[int, ...], np.dtype], TensorType] = {}
 
     # -- entry points ------------------------------------------------------------------------------------
     def run_module(self) -> None:
@@ -248,7 +250,7 @@ class _Inferencer:
         if isinstance(node, Var):
             return self.var_type(node)
         if isinstance(node, Constant):
-            return _constant_type(node.data)
+            return self.constant_type(node.data)
         if isinstance(node, Call):
             return self.infer_call(node)
         if isinstance(node, Tuple):
@@ -355,6 +357,13 @@ class _Inferencer:
             msg = str(err)
             self.fail(msg if msg.startswith(f"{opdef.name}:") else f"{opdef.name}: {msg}", node)
 
+    def constant_type(self, data: np.ndarray) -> TensorType:
+        key = (data.shape, data.dtype)
+        t = self.constant_types.get(key)
+        if t is None:
+            t = self.constant_types[key] = TensorType(tuple(int(d) for d in data.shape), str(data.dtype))
+        return t
+
     def settle(self) -> None:
         """Apply waiting relations whose inputs became complete, until nothing changes."""
         progress = True
@@ -428,12 +437,10 @@ class _Inferencer:
             node.checked_type = t
 
 
-def _constant_type(data: np.ndarray) -> TensorType:
-    return TensorType(tuple(int(d) for d in data.shape), str(data.dtype))
-
-
 def _callees_first(mod: IRModule) -> list[str]:
     """Function names in reverse topological order of the global call graph (iteratively)."""
+    if len(mod.functions) <= 1:
+        return list(mod.functions)  # nothing to order: skip walking the (typically huge) function
     refs: dict[str, list[str]] = {}
     for name, func in mod.functions.items():
         seen: list[str] = []

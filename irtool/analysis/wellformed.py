@@ -67,26 +67,22 @@ def shared_free_vars(order: list[Expr], tracked: set[int] | None = None) -> dict
             counts[id(child)] = counts.get(id(child), 0) + 1
     if not any(n > 1 and not isinstance(node, Var) for node in order if (n := counts.get(id(node), 0))):
         return {}  # a tree apart from variable uses (e.g. a let chain): nothing to check at reuses
-    fv: dict[int, set[int]] = {}
+    fv: dict[int, set[int]] = {}  # nodes without (tracked) free variables have no entry
     shared: dict[int, set[int]] = {}
     for node in order:
         if isinstance(node, Var):
-            fv[id(node)] = {id(node)} if tracked is None or id(node) in tracked else set()
+            if tracked is None or id(node) in tracked:
+                fv[id(node)] = {id(node)}
             continue
-        parts: list[tuple[Expr, set[int]]] = []
-        if isinstance(node, Let):
-            parts = [(node.value, {id(node.var)}), (node.body, {id(node.var)})]
-        elif isinstance(node, Function):
-            parts = [(node.body, {id(p) for p in node.params})]
-        elif isinstance(node, Match):
-            parts = [(node.data, set())]
-            parts += [(c.rhs, {id(v) for v in c.lhs.bound_vars()}) for c in node.clauses]
-        else:
-            parts = [(c, set()) for c in node.children()]
+        children = node.children()
+        if not any(id(c) in fv for c in children):
+            continue  # the common case in a graph: nothing to propagate
         owned: list[set[int]] = []
         borrowed: list[set[int]] = []
-        for child, excluded in parts:
-            cs = fv[id(child)]
+        for child, excluded in _scoped_children(node):
+            cs = fv.get(id(child))
+            if not cs:
+                continue
             unique = counts.get(id(child), 0) <= 1 and not isinstance(child, Var)
             if excluded and not cs.isdisjoint(excluded):
                 if unique:
@@ -94,17 +90,34 @@ def shared_free_vars(order: list[Expr], tracked: set[int] | None = None) -> dict
                 else:
                     cs, unique = cs - excluded, True
             (owned if unique else borrowed).append(cs)
+        if not owned and not borrowed:
+            continue
         owned.sort(key=len, reverse=True)
         result = owned[0] if owned else set()
         for cs in owned[1:] + borrowed:
             result |= cs
         fv[id(node)] = result
-        for child in node.children():
+        for child in children:
             if counts.get(id(child), 0) <= 1 and not isinstance(child, Var):
                 fv.pop(id(child), None)
         if counts.get(id(node), 0) > 1:
             shared[id(node)] = result
     return shared
+
+
+_NO_VARS: frozenset[int] = frozenset()
+
+
+def _scoped_children(node: Expr) -> list[tuple[Expr, frozenset[int] | set[int]]]:
+    """A node's children paired with the variables (by id) the node binds over each."""
+    if isinstance(node, Let):
+        bound = {id(node.var)}
+        return [(node.value, bound), (node.body, bound)]
+    if isinstance(node, Function):
+        return [(node.body, {id(p) for p in node.params})]
+    if isinstance(node, Match):
+        return [(node.data, _NO_VARS)] + [(c.rhs, {id(v) for v in c.lhs.bound_vars()}) for c in node.clauses]
+    return [(c, _NO_VARS) for c in node.children()]
 
 
 class _Checker:

@@ -231,6 +231,8 @@ class Interpreter:
                     value = ADTValue(callee, tuple(args))
                 elif type(callee) is Op:
                     value = self._compute(node, args, callee)
+                elif type(callee) is PrimFuncValue:  # `@kernel(args)`: the same as call_lowered
+                    value = callee(*args)
                 else:
                     raise DiagnosticError(f"cannot call {describe(callee)}", node.span)
                 f[id(node)] = value

@@ -213,8 +213,9 @@ def _input_type(info: onnx.ValueInfoProto, overrides: Mapping[str, Sequence[int]
     if t.WhichOneof("value") != "tensor_type":
         raise Unsupported(f"graph input '{info.name}' is not a tensor")
     dtype = relay_dtype(np.dtype(helper.tensor_dtype_to_np_dtype(t.tensor_type.elem_type)))
-    if info.name in overrides:
-        return TensorType(tuple(int(d) for d in overrides[info.name]), dtype)
+    for key in (info.name, sanitize(info.name)):  # the ONNX name or its Relay spelling
+        if key in overrides:
+            return TensorType(tuple(int(d) for d in overrides[key]), dtype)
     dims: list[int] = []
     for d in t.tensor_type.shape.dim:
         if d.WhichOneof("value") != "dim_value":
@@ -276,7 +277,8 @@ def import_model(model: onnx.ModelProto, *, embed_params: bool = False, source: 
         var = Var(unique(info.name), ty)
         input_vars.append(var)
         values[info.name] = Value(var, ty)
-    unknown_overrides = sorted(set(input_shapes or {}) - {i.name for i in graph.input})
+    known = {i.name for i in graph.input} | {sanitize(i.name) for i in graph.input}
+    unknown_overrides = sorted(set(input_shapes or {}) - known)
     if unknown_overrides:
         problems.append(f"--input-shape names no graph input: {', '.join(unknown_overrides)}")
 

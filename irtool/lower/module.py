@@ -22,8 +22,13 @@ from irtool.syntax.diagnostics import DiagnosticError
 
 CALL_LOWERED = Op("call_lowered")
 MAX_NAME = 80
-# Operators that stay Relay calls in the lowered main (device placement is not a kernel).
-_KEPT_OPS = ("device_copy", "on_device")
+
+
+def is_kernel_op(name: str) -> bool:
+    """Operators with a TIR compute rule become kernels; the others (device placement and
+    copies, memory operators) stay Relay calls in the lowered `main`."""
+    op = get_op(name)
+    return op is not None and op.tir_compute is not None
 
 
 class ModuleLowering:
@@ -87,7 +92,7 @@ class ModuleLowering:
     def rewrite_call(self, call: Call, args: list[Expr]) -> Expr:
         op = call.op
         if isinstance(op, Op):
-            if op.name in _KEPT_OPS:
+            if not is_kernel_op(op.name):
                 return _typed(Call(op, args, call.attrs, call.span, call.type_args), call)
             # An operator outside any fused group lowers as a group of its own.
             params = [Var(f"p{k}", type_of(a)) for k, a in enumerate(call.args)]
@@ -114,7 +119,7 @@ class ModuleLowering:
         view = self.as_view(fn, ops, args, call)
         if view is not None:
             return view
-        if len(ops) == 1 and ops[0].op.name in _KEPT_OPS:  # type: ignore[union-attr]
+        if len(ops) == 1 and not is_kernel_op(ops[0].op.name):  # type: ignore[union-attr]
             return _typed(_substitute(fn, args), call)
         lowered = lower_primitive(fn)
         name = self.intern(lowered.func, lowered.op_names)

@@ -1,5 +1,6 @@
 """`lower` keeps meaning: for random fused programs, running the lowered module (every primitive
-function through the TIR interpreter) gives the Relay interpreter's outputs on the fused module.
+function through the TIR interpreter) gives the Relay interpreter's outputs on the fused module,
+and the lowered module prints and re-parses to a structurally equal module.
 
 Two program sources: `support.strategies.dataflow_programs()` (elementwise/broadcast graphs with
 tuples, lets and constants), and anchored groups built here — a convolution, dense, pooling,
@@ -16,10 +17,13 @@ from support.strategies import dataflow_programs
 
 from irtool.eval.interpreter import flatten_value, run_function
 from irtool.ir import Call, Constant, Expr, Function, IRModule, Op, TensorType, Tuple, Var
+from irtool.ir.equality import structural_equal
 from irtool.ir.tir import PrimFunc
 from irtool.ir.visitor import post_order
 from irtool.ops import get_op
 from irtool.passes import run
+from irtool.syntax.parser import parse_module
+from irtool.syntax.printer import print_module
 
 
 def _inputs(mod: IRModule, seed: int) -> list[np.ndarray]:
@@ -44,11 +48,16 @@ def _assert_same(fused: IRModule, lowered: IRModule, seed: int) -> None:
 
 
 def _check_lowered_form(lowered: IRModule) -> None:
-    """No primitive function literal is left; main only calls kernels and views."""
+    """No primitive function literal is left; main only calls kernels and views; the module
+    prints and re-parses to a structurally equal one."""
     for node in post_order(lowered["main"]):
         assert not (isinstance(node, Function) and node.attrs.get("Primitive"))
         if isinstance(node, Call):
             assert isinstance(node.op, Op) and node.op.name in ("call_lowered", "reshape")
+    text = print_module(lowered)
+    again = parse_module(text)
+    assert structural_equal(again, lowered)
+    assert print_module(again) == text
 
 
 @settings()

@@ -97,8 +97,11 @@ def test_dynamic_input_needs_a_shape() -> None:
     model, weights = mlp(input_dims=["N", 4])
     with pytest.raises(DiagnosticError, match="dynamic dimension 'N'.*--input-shape v1input="):
         import_model(model)
-    result = import_model(model, input_shapes={"1input": (5, 4)})
-    assert result.module["main"].params[0].type_annotation.shape == (5, 4)
+    for key in ("1input", "v1input"):  # the ONNX name or the parameter's
+        result = import_model(model, input_shapes={key: (5, 4)})
+        assert result.module["main"].params[0].type_annotation.shape == (5, 4)
+    with pytest.raises(DiagnosticError, match="--input-shape names no graph input: nope"):
+        import_model(model, input_shapes={"1input": (5, 4), "nope": (1,)})
 
 
 def test_opset_out_of_range_is_an_error() -> None:
