@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from irtool.ir.expr import Expr, GlobalVar
+from irtool.ir.expr import Expr, Function, GlobalVar
 from irtool.ir.visitor import post_order
 
 
 def referenced_globals(func: Expr) -> set[str]:
-    """Names of every global a function refers to (called or not), as TVM's call graph counts them."""
+    """Names of every global a function refers to (called or not), as TVM's call graph counts them.
+
+    A lowered `primfn` refers to no globals.
+    """
+    if not isinstance(func, Function):
+        return set()
     return {n.name_hint for n in post_order(func) if isinstance(n, GlobalVar)}
 
 

@@ -99,7 +99,7 @@ class DeadCodePass(ModulePass):
 
     def apply(self, mod: IRModule) -> IRModule:
         out = mod.copy()
-        for name, func in mod.functions.items():
+        for name, func in mod.relay_functions():
             out.functions[name] = drop_dead_lets(func)
         roots = self._roots(out)
         live = reachable_globals(out, roots)

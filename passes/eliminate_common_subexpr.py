@@ -94,6 +94,6 @@ class EliminateCommonSubexprPass(ModulePass):
 
     def apply(self, mod: IRModule) -> IRModule:
         out = mod.copy()
-        for name, func in mod.functions.items():
+        for name, func in mod.relay_functions():
             out.functions[name] = _CSE(scope_ids(func)).visit(func)  # type: ignore[arg-type]
         return out

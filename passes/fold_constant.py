@@ -131,7 +131,7 @@ class FoldConstantPass(ModulePass):
 
     def apply(self, mod: IRModule) -> IRModule:
         out = mod.copy()
-        for name, func in mod.functions.items():
+        for name, func in mod.relay_functions():
             folded = _Folder(self.max_elements, _inside_primitive(func)).visit(func)
             assert isinstance(folded, Function)
             out.functions[name] = folded

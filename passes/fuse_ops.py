@@ -294,7 +294,6 @@ class FuseOps(ModulePass):
             raise DiagnosticError(f"fuse-ops: opt-level must not be negative, got {self.opt_level}")
         infer_types(mod)
         out = mod.copy()
-        for name, fn in mod.functions.items():
-            if isinstance(fn, Function):
-                out.functions[name] = fuse_function(fn, self.max_depth, self.opt_level)
+        for name, fn in mod.relay_functions():
+            out.functions[name] = fuse_function(fn, self.max_depth, self.opt_level)
         return out

@@ -53,7 +53,7 @@ class InferTypePass(ModulePass):
         infer_types(mod)
         out = mod.copy()
         if self.annotate:
-            for name, func in mod.functions.items():
+            for name, func in mod.relay_functions():
                 annotated = _Annotate().visit(func)
                 assert isinstance(annotated, Function)
                 annotated.checked_type = func.checked_type

@@ -94,13 +94,14 @@ class InlinePass(ModulePass):
         referenced = set().union(*calls.values()) if calls else set()
         entries = {name for name in calls if name not in referenced}
         recursive = cyclic_globals(calls) if self.all else {n for n in calls if n in calls[n]}
-        marked = {n for n, f in out.functions.items() if attr_is_set(f, "Inline", n, out)}
-        closures = {n for n, f in out.functions.items() if keeps_closure(f, n, out)}
+        marked = {n for n, f in out.relay_functions() if attr_is_set(f, "Inline", n, out)}
+        closures = {n for n, f in out.relay_functions() if keeps_closure(f, n, out)}
         for name in callees_first(calls):
             if not calls[name] - {name}:
                 continue
             candidates = {g for g in calls[name] - recursive
-                          if g in out.functions and (self.all or (g in marked and not calls[g]))}
+                          if isinstance(out.functions.get(g), Function)
+                          and (self.all or (g in marked and not calls[g]))}
             if not candidates:
                 continue
             func = out.functions[name]
@@ -109,8 +110,8 @@ class InlinePass(ModulePass):
                 out.functions[name] = new_func  # type: ignore[assignment]
                 calls[name] = referenced_globals(new_func)
         if self.beta_reduce:
-            for name, func in list(out.functions.items()):
-                out.functions[name] = beta_reduce(func)  # type: ignore[assignment]
+            for name, func in out.relay_functions():
+                out.functions[name] = beta_reduce(func)
             calls = {name: referenced_globals(f) for name, f in out.functions.items()}
         self._remove_inlined(out, calls, entries, recursive, marked)
         return out
@@ -118,7 +119,7 @@ class InlinePass(ModulePass):
     def _remove_inlined(self, out: IRModule, calls: dict[str, set[str]], entries: set[str],
                         recursive: set[str], marked: set[str]) -> None:
         still_used = {g for name, gs in calls.items() for g in gs if g != name}
-        for name in list(out.functions):
+        for name, _ in out.relay_functions():
             if name in entries or name in recursive or not (self.all or name in marked):
                 continue
             if name in still_used:

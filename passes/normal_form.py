@@ -184,7 +184,7 @@ class ToANormalFormPass(ModulePass):
 
     def apply(self, mod: IRModule) -> IRModule:
         out = mod.copy()
-        for name, func in mod.functions.items():
+        for name, func in mod.relay_functions():
             out.functions[name] = to_a_normal_form(func)
         return out
 
@@ -199,7 +199,7 @@ class ToGraphNormalFormPass(ModulePass):
 
     def apply(self, mod: IRModule) -> IRModule:
         out = mod.copy()
-        for name, func in mod.functions.items():
+        for name, func in mod.relay_functions():
             out.functions[name] = to_graph_normal_form(func)
         return out
 

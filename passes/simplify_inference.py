@@ -92,9 +92,9 @@ class SimplifyInferencePass(ModulePass):
 
     def apply(self, mod: IRModule) -> IRModule:
         # The batch-norm rule needs the data's rank and dtype; after verification they are known.
-        if any(_untyped_rule_input(f) for f in mod.functions.values()):
+        if any(_untyped_rule_input(f) for _, f in mod.relay_functions()):
             infer_types(mod)
         out = mod.copy()
-        for name, func in mod.functions.items():
+        for name, func in mod.relay_functions():
             out.functions[name] = _Simplifier().visit(func)  # type: ignore[assignment]
         return out

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
 from irtool.ir.adt import Constructor, TypeData
 from irtool.ir.expr import Expr, Function, GlobalVar
 from irtool.ir.span import Span
+
+if TYPE_CHECKING:
+    from irtool.ir.tir import PrimFunc
 
 
 class IRModule:
@@ -15,14 +21,20 @@ class IRModule:
     """
 
     def __init__(self) -> None:
-        self.functions: dict[str, Function] = {}
+        self.functions: dict[str, Function | PrimFunc] = {}
         self.type_defs: dict[str, TypeData] = {}
         self.constructors: dict[str, Constructor] = {}
         self.metadata: dict[str, list[object]] = {}
         # Where each global was defined, for "redefinition" and "undefined" diagnostics.
         self.def_spans: dict[str, Span | None] = {}
 
-    def add_function(self, name: str, func: Function, span: Span | None = None) -> None:
+    def relay_functions(self) -> Iterator[tuple[str, Function]]:
+        """The Relay definitions only: Relay passes leave lowered `primfn`s alone."""
+        for name, func in list(self.functions.items()):
+            if isinstance(func, Function):
+                yield name, func
+
+    def add_function(self, name: str, func: Function | PrimFunc, span: Span | None = None) -> None:
         self.functions[name] = func
         self.def_spans[name] = span
 
@@ -34,7 +46,7 @@ class IRModule:
     def global_var(self, name: str) -> GlobalVar:
         return GlobalVar(name)
 
-    def __getitem__(self, name: str) -> Function:
+    def __getitem__(self, name: str) -> Function | PrimFunc:
         return self.functions[name]
 
     def __contains__(self, name: str) -> bool:

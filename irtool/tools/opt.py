@@ -48,6 +48,8 @@ class OptOptions:
     print_ir_after: tuple[str, ...] = ()
     print_ir_after_all: bool = False
     timing: bool = False
+    memory_report: str | None = None  # "text" or "json": report main's memory plan
+    memory_report_file: str | None = None  # where the report goes (default: stderr)
 
 
 def verify(prog: Program) -> None:
@@ -85,8 +87,23 @@ def process(text: str, source_name: str, options: OptOptions, line_offset: int =
     if options.print_types and not verified:
         from irtool.analysis.typecheck import infer_types
         infer_types(prog)
+    if options.memory_report is not None:
+        _memory_report(prog, source_name, line_offset, options)
     out = print_program(prog, show_types=options.print_types)
     return out if out.endswith("\n") else out + "\n"
+
+
+def _memory_report(prog: Program, source_name: str, line_offset: int, options: OptOptions) -> None:
+    """`--memory-report`: the plan on `main` (or a greedy-by-size plan made for the report)."""
+    if not isinstance(prog, IRModule):
+        raise DiagnosticError("--memory-report needs a module with `@main`",
+                              prog.span or Span(source_name, line_offset + 1, 1, line_offset + 1, 2))
+    from irtool.analysis.memory_report import format_report, memory_report
+    text = format_report(memory_report(prog), options.memory_report or "text")
+    if options.memory_report_file is None:
+        sys.stderr.write(text)
+    else:
+        write_output(options.memory_report_file, text)
 
 
 def split_input(text: str) -> list[tuple[str, int]]:
@@ -135,6 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
     passes.add_argument("--no-verify-each", dest="verify_each", action="store_false",
                         help="do not verify between passes")
     passes.add_argument("--timing", action="store_true", help="print a per-pass wall-time table (stderr)")
+    passes.add_argument("--memory-report", nargs="?", const="text", choices=("text", "json"), metavar="text|json",
+                        help="report main's memory plan after the passes: arena, lower bound, no-reuse "
+                             "bytes, per-tensor live ranges (stderr, or --memory-report-file)")
+    passes.add_argument("--memory-report-file", metavar="F", help="write the memory report to F")
     return parser
 
 
@@ -199,7 +220,9 @@ def _options(args: argparse.Namespace) -> OptOptions:
         verify=args.verify, print_types=args.print_types, passes=passes,
         verify_each=args.verify if args.verify_each is None else args.verify_each,
         print_ir_before=tuple(args.print_ir_before), print_ir_after=tuple(args.print_ir_after),
-        print_ir_after_all=args.print_ir_after_all, timing=args.timing)
+        print_ir_after_all=args.print_ir_after_all, timing=args.timing,
+        memory_report=args.memory_report or ("text" if args.memory_report_file else None),
+        memory_report_file=args.memory_report_file)
 
 
 def format_pass_list(entries: Sequence[tuple[str, str, Sequence[PassOption]]]) -> str:

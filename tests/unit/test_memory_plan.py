@@ -7,6 +7,7 @@ tests/filecheck/passes/plan-memory pin the same programs through `irtool-opt`).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -383,3 +384,25 @@ def test_lowered_main_is_planned_once_call_lowered_can_carry_the_plan(monkeypatc
     verify(parse(text))
     x = np.arange(4, dtype=np.float32)
     np.testing.assert_array_equal(run_with_plan(mod, [x]), run_function(parse(LOWERED), [x]))
+
+
+def test_opt_memory_report_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from irtool.tools.opt import main as opt_main
+    source = tmp_path / "concat.relay"
+    source.write_text(CONCAT)
+    out = tmp_path / "report.json"
+    assert opt_main([str(source), "-p", "fuse-ops{opt-level=0},plan-memory{algorithm=tvm-greedy}",
+                     "--memory-report=json", "--memory-report-file", str(out), "-o", str(tmp_path / "o.relay")]) == 0
+    report = json.loads(out.read_text())
+    assert (report["algorithm"], report["arena_bytes"], report["lower_bound_bytes"], report["no_reuse_bytes"]) == \
+        ("tvm-greedy", 1280, 1024, 1536)
+    assert {"name", "bytes", "offset", "first_step", "last_step"} <= set(report["tensors"][0])
+    capsys.readouterr()
+    # Text to stderr by default; the IR still goes to stdout.
+    assert opt_main([str(source), "-p", "fuse-ops{opt-level=0},plan-memory", "--memory-report"]) == 0
+    captured = capsys.readouterr()
+    assert "memory_plan=" in captured.out
+    assert "arena bytes:" in captured.err and "1024" in captured.err
+    # JSON without a file goes to stderr as one object.
+    assert opt_main([str(source), "-p", "fuse-ops", "--memory-report=json"]) == 0
+    assert json.loads(capsys.readouterr().err)["algorithm"] == "greedy-by-size"

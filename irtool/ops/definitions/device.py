@@ -151,6 +151,12 @@ def _call_lowered(args: list[Value], attrs: Attrs) -> Value:
 
 
 register(OpDef(
-    "call_lowered", 2, (AttrField("metadata", "any", None, optional=True),),
+    "call_lowered", 2, (AttrField("metadata", "any", None, optional=True),
+                        # Where plan-memory placed the result(s): storage id and byte offset
+                        # (lists for a tuple result); codegen reads them.
+                        AttrField("storage_id", "any", None, optional=True),
+                        AttrField("storage_offset", "any", None, optional=True)),
     OpPattern.OPAQUE, _call_lowered_rel, _call_lowered,
-    description="calls a lowered function with a tuple of arguments"))
+    description="calls a lowered function with a tuple of arguments",
+    # Already a kernel call: fusion must not wrap it into another primitive function.
+    extra={"non_computational": True}))
