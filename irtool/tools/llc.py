@@ -111,8 +111,13 @@ def compile_file(mod: IRModule, args: argparse.Namespace, prefix: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    name, text = read_source(args.file)
-    mod = load_module(name, text, "main")
+    if args.file.endswith(".onnx"):
+        # An ONNX model compiles in one step: imported with its weights as constants.
+        from irtool.frontend.onnx import import_file
+        mod = import_file(args.file, embed_params=True).module
+    else:
+        name, text = read_source(args.file)
+        mod = load_module(name, text, "main")
     compile_file(mod, args, args.prefix if args.prefix is not None else default_prefix(args.file))
     return 0
 

@@ -11,7 +11,7 @@ from irtool.eval.tir_interp import run_primfunc
 from irtool.ir.module import IRModule
 from irtool.ir.tir import (AssertStmt, BinaryOp, Broadcast, Buffer, BufferLoad, BufferStore, Cast, Evaluate,
                            FloatImm, For, IfThenElse, IntImm, LetStmt, Not, PrimExpr, PrimFunc, Ramp, Select, SeqStmt,
-                           Var, seq)
+                           Stmt, Var, seq)
 from irtool.ir.tir_equality import tir_structural_equal
 from irtool.passes import parse_pipeline, run
 from irtool.syntax.diagnostics import DiagnosticError
@@ -246,3 +246,31 @@ def test_unknown_function_is_a_diagnostic() -> None:
     mod = _module(kernel=PrimFunc([a], BufferStore(a, [i32(0)], i32(1))))
     with pytest.raises(DiagnosticError, match="no primfn `@kernle` in the module; did you mean `@kernel`"):
         parse_pipeline("tir-simplify{function=kernle}")[0].apply(mod)
+
+
+def test_deep_expressions_and_long_let_chains() -> None:
+    """Fused kernels make deep trees and long `let` chains: no recursion proportional to them."""
+    a = Buffer("a", (1,), "int32")
+    deep: PrimExpr = BufferLoad(a, [i32(0)])
+    for _ in range(20000):
+        deep = op("add", deep, i32(1))
+    folded = simplify_expr(deep)
+    assert same_expr(folded, op("add", BufferLoad(a, [i32(0)]), i32(20000)))
+    # let v0 = a[0]; let v1 = v0 * 3; ... ; a[0] = v_last  (all used), plus a dead chain
+    chain = [Var(f"v{k}", "int32") for k in range(3000)]
+    dead = [Var(f"d{k}", "int32") for k in range(3000)]
+    body: Stmt = BufferStore(a, [i32(0)], chain[-1])
+    for k in range(len(dead) - 1, -1, -1):
+        body = LetStmt(dead[k], op("mul", BufferLoad(a, [i32(0)]) if k == 0 else dead[k - 1], i32(3)), body)
+    for k in range(len(chain) - 1, -1, -1):
+        body = LetStmt(chain[k], op("mul", BufferLoad(a, [i32(0)]) if k == 0 else chain[k - 1], i32(3)), body)
+    got = simplify_primfunc(PrimFunc([a], body))
+    lets = 0
+    node = got.body
+    while isinstance(node, LetStmt):
+        lets += 1
+        node = node.body
+    assert lets == len(chain) and isinstance(node, BufferStore)
+    arr = np.array([1], np.int32)
+    run_primfunc(got, [arr])
+    assert arr[0] == np.array([pow(3, 3000, 2**32)], np.uint32).view(np.int32)[0]   # int32 wraps
