@@ -220,7 +220,9 @@ def _callee_facts(callee: Function | GlobalVar | Op | None, call: Call) -> _Call
                 raise DiagnosticError("memory planning: a device annotation must be a step of its own "
                                       "(fuse-ops keeps them apart)", call.span)
         return facts
-    name = callee.name_hint if isinstance(callee, GlobalVar) else "?"
+    # A global (e.g. a lowered `primfn`): name the step after it.
+    target = call.args[0] if isinstance(call.op, Op) and call.op.name == "call_lowered" and call.args else call.op
+    name = target.name_hint if isinstance(target, GlobalVar) else "?"
     return _CalleeFacts(KERNEL, name, False, None)
 
 
