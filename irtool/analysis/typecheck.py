@@ -164,30 +164,33 @@ class _Inferencer:
     def visit(self, root: Expr) -> None:
         """Post-order over the DAG, with a mid-node step for `let` (after the value) and `match` (after the data)."""
         stack: list[tuple[Expr, int]] = [(root, 0)]
+        push, started, terms, order = stack.append, self.started, self.terms, self.order  # hot loop
         while stack:
             node, phase = stack.pop()
             if phase == 1:
                 self.bind(node)
                 continue
             if phase == 2:
-                self.terms[id(node)] = self.infer(node)
-                self.order.append(node)
+                terms[id(node)] = self.infer(node)
+                order.append(node)
                 continue
-            if id(node) in self.started:
+            if id(node) in started:
                 continue
-            self.started.add(id(node))
-            stack.append((node, 2))
+            started.add(id(node))
+            push((node, 2))
             if isinstance(node, Let):
                 stack += [(node.body, 0), (node, 1), (node.value, 0), (node.var, 0)]
             elif isinstance(node, Match):
                 stack.extend((c.rhs, 0) for c in reversed(node.clauses))
-                stack.append((node, 1))
+                push((node, 1))
                 stack.extend((v, 0) for c in reversed(node.clauses) for v in reversed(c.lhs.bound_vars()))
-                stack.append((node.data, 0))
-            elif isinstance(node, Call) and isinstance(node.op, Op):
-                stack.extend((a, 0) for a in reversed(node.args))
+                push((node.data, 0))
             else:
-                stack.extend((c, 0) for c in reversed(node.children()))
+                # An operator is not typed as a value; a child typed already needs no entry.
+                children = node.args if isinstance(node, Call) and isinstance(node.op, Op) else node.children()
+                for child in reversed(children):
+                    if id(child) not in started:
+                        push((child, 0))
 
     def term(self, node: Expr) -> Type:
         return self.terms[id(node)]

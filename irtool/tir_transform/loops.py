@@ -107,10 +107,10 @@ def split_loop(loop: For, factor: int, tail: bool = False) -> Stmt:
     inner = Var(f"{var.name}_inner", dtype, var.span)
     index = simplify_expr(BinaryOp("add", BinaryOp("add", BinaryOp("mul", outer, f), inner), begin))
     body = fresh_copy(loop.body, {var: index})
-    chunks_text = BinaryOp("floordiv", extent, f) if tail or exact else BinaryOp(
-        "floordiv", BinaryOp("add", extent, IntImm(factor - 1, dtype)), f)
-    chunks = simplify_expr(chunks_text)
-    if not (tail or exact):
+    whole = tail or exact   # the outer loop runs whole chunks only
+    chunks = simplify_expr(BinaryOp("floordiv", extent if whole else BinaryOp("add", extent, IntImm(factor - 1, dtype)),
+                                    f))
+    if not whole:
         body = IfThenElse(BinaryOp("lt", index, end), body, None, loop.span)
     main = For(outer, zero, chunks, loop.kind, For(inner, zero, f, "serial", body, loop.span), loop.span)
     if tail and not exact:
@@ -131,8 +131,10 @@ def _expr_key(expr: PrimExpr) -> tuple[object, ...]:
     for node in walk_exprs([expr]):
         if isinstance(node, (Var, Buffer)):
             out.append(id(node))
-        elif isinstance(node, (IntImm, FloatImm)):
-            out.append((type(node).__name__, node.dtype, node.value))
+        elif isinstance(node, IntImm):
+            out.append(("int", node.dtype, node.value))
+        elif isinstance(node, FloatImm):
+            out.append(("float", node.dtype, node.value.hex()))
         else:
             out.append((type(node).__name__, node.dtype, getattr(node, "op", None), getattr(node, "name", None),
                         getattr(node, "lanes", None), id(getattr(node, "buffer", None)), len(children(node))))
