@@ -64,23 +64,11 @@ def copy_function(func: Function) -> Function:
 
 def value_first_order(root: Expr) -> list[Expr]:
     """Like `post_order`, but a `Let`'s value comes before its variable (and then its body)."""
-    order: list[Expr] = []
-    seen: set[int] = set()
-    stack: list[tuple[Expr, bool]] = [(root, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
-            continue
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        stack.append((node, True))
-        children = (node.value, node.var, node.body) if isinstance(node, Let) else node.children()
-        for child in reversed(children):
-            if id(child) not in seen:
-                stack.append((child, False))
-    return order
+    return post_order(root, _value_first_children)
+
+
+def _value_first_children(node: Expr) -> tuple[Expr, ...]:
+    return (node.value, node.var, node.body) if isinstance(node, Let) else node.children()
 
 
 class LetSubstMutator(ExprMutator):

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from irtool.ir.expr import (Call, Constant, Expr, Function, If, Let, Match, Op, RefCreate, RefRead, RefWrite,
                             Tuple, TupleGetItem, Var)
 from irtool.ir.types import TensorType, TupleType
+from irtool.ir.visitor import post_order
 from irtool.ops.registry import OpPattern, get_op
 
 # Pattern kinds as plain ints (hot loops compare them); the values are `OpPattern`'s.
@@ -53,22 +54,7 @@ def dataflow_post_order(root: Expr) -> list[Expr]:
 
     The insides of primitive and external-compiler functions are not entered.
     """
-    order: list[Expr] = []
-    seen: set[int] = set()
-    stack: list[tuple[Expr, bool]] = [(root, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
-            continue
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        stack.append((node, True))
-        for child in reversed(_visit_children(node)):
-            if id(child) not in seen:
-                stack.append((child, False))
-    return order
+    return post_order(root, _visit_children)
 
 
 @dataclass

@@ -363,6 +363,7 @@ def _floormod(a: np.generic | np.ndarray, b: np.generic | np.ndarray, fail: Call
 def _truncdiv(a: np.generic | np.ndarray, b: np.generic | np.ndarray, fail: Callable[[int], DiagnosticError],
               k: int) -> np.generic | np.ndarray:
     _zero_check(b, fail, k)
-    q = np.abs(a) // np.abs(b)
-    out = np.where((a < 0) != (b < 0), -q, q)
+    # Floor division corrected toward zero (np.abs would wrap on INT_MIN).
+    q = a // b
+    out = np.where(((a % b) != 0) & ((a < 0) != (b < 0)), q + 1, q).astype(q.dtype)
     return out if out.ndim else out[()]

@@ -6,15 +6,19 @@ an explicit stack and visit each shared node once.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from irtool.ir.adt import Clause, Constructor, Pattern, PatternConstructor, PatternTuple, PatternVar
 from irtool.ir.expr import (Call, Constant, Expr, Function, GlobalVar, If, Let, Match, Op, RefCreate,
                             RefRead, RefWrite, Tuple, TupleGetItem, Var)
 
 
-def post_order(root: Expr) -> list[Expr]:
-    """Every distinct node reachable from `root`, each after all of its children."""
+def post_order(root: Expr, children: Callable[[Expr], Sequence[Expr]] | None = None) -> list[Expr]:
+    """Every distinct node reachable from `root`, each after all of its children.
+
+    `children` replaces `Expr.children` for walks that follow other edges (not entering primitive
+    functions, another operand order); `None` calls the method directly, as this walk is hot.
+    """
     order: list[Expr] = []
     seen: set[int] = set()
     stack: list[tuple[Expr, bool]] = [(root, False)]
@@ -27,7 +31,7 @@ def post_order(root: Expr) -> list[Expr]:
             continue
         seen.add(id(node))
         stack.append((node, True))
-        for child in reversed(node.children()):
+        for child in reversed(node.children() if children is None else children(node)):
             if id(child) not in seen:
                 stack.append((child, False))
     return order

@@ -195,30 +195,18 @@ def _describe(node: Expr) -> str:
 
 def _dataflow_order(root: Expr) -> list[Expr]:
     """Post-order of a function body without entering callee function literals or op nodes."""
-    order: list[Expr] = []
-    seen: set[int] = set()
-    stack: list[tuple[Expr, bool]] = [(root, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
-            continue
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        stack.append((node, True))
-        if isinstance(node, Call):
-            kids: tuple[Expr, ...] = tuple(node.args)
-            if not isinstance(node.op, (Op, Function, GlobalVar, Constructor)):
-                kids = (node.op, *kids)
-        elif isinstance(node, (Function, If, Match, RefCreate, RefRead, RefWrite, GlobalVar, Constructor)):
-            kids = ()  # rejected by `rewrite`, located at the node itself
-        else:
-            kids = tuple(node.children())
-        for child in reversed(kids):
-            if id(child) not in seen:
-                stack.append((child, False))
-    return order
+    return post_order(root, _dataflow_children)
+
+
+def _dataflow_children(node: Expr) -> tuple[Expr, ...]:
+    if isinstance(node, Call):
+        kids: tuple[Expr, ...] = tuple(node.args)
+        if not isinstance(node.op, (Op, Function, GlobalVar, Constructor)):
+            kids = (node.op, *kids)
+        return kids
+    if isinstance(node, (Function, If, Match, RefCreate, RefRead, RefWrite, GlobalVar, Constructor)):
+        return ()  # rejected by `rewrite`, located at the node itself
+    return tuple(node.children())
 
 
 def lower_module(mod: IRModule) -> IRModule:

@@ -190,7 +190,8 @@ def test_strided_ramp_and_vector_dtype_buffers() -> None:
 
 
 def test_integer_division_truncates_and_floordiv_floors() -> None:
-    pairs = [(7, 2), (-7, 2), (7, -2), (-7, -2), (6, 3), (-1, 5)]
+    # (-2**31, 2) is a regression: truncation through abs() wrapped INT_MIN to a positive result.
+    pairs = [(7, 2), (-7, 2), (7, -2), (-7, -2), (6, 3), (-1, 5), (-2**31, 2), (-2**31, 7)]
     a = np.array([p[0] for p in pairs], np.int32)
     b = np.array([p[1] for p in pairs], np.int32)
     out = np.zeros((3, len(pairs)), np.int32)
