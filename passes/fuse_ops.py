@@ -24,10 +24,12 @@ from irtool.analysis.dominators import (BROADCAST, COMM_REDUCE, ELEMWISE, INJECT
                                         OUT_ELEMWISE_FUSABLE, TUPLE, DataflowGraph, PostDominatorTree,
                                         build_dataflow_graph, dataflow_post_order, is_opaque_function)
 from irtool.analysis.typecheck import infer_types
+from irtool.analysis.union_find import find_root
 from irtool.ir.expr import Attrs, Call, Expr, Function, Op, Tuple, TupleGetItem, Var
 from irtool.ir.module import IRModule
 from irtool.ir.types import Type
 from irtool.ir.visitor import ExprMutator
+from irtool.lower.primitive import type_of
 from irtool.ops.registry import get_op
 from irtool.passes.base import ModulePass, register_pass
 from irtool.syntax.diagnostics import DiagnosticError
@@ -67,13 +69,7 @@ class GraphPartitioner:
         self.num_nodes = [1] * n
 
     def find(self, g: int) -> int:
-        uf = self.uf
-        root = g
-        while uf[root] != root:
-            root = uf[root]
-        while uf[g] != root:
-            uf[g], g = root, uf[g]
-        return root
+        return find_root(self.uf, g)
 
     def roots(self) -> list[int]:
         return [self.find(i) for i in range(len(self.uf))]
@@ -169,15 +165,6 @@ class GraphPartitioner:
             # A reduction never fuses forward: it can only end a group.
 
 
-def _type_of(expr: Expr) -> Type:
-    ty = expr.checked_type
-    if ty is None and isinstance(expr, Var):
-        ty = expr.type_annotation
-    if ty is None:
-        raise DiagnosticError("fuse-ops: expression has no inferred type", expr.span)
-    return ty
-
-
 class _GroupParams:
     """The parameters of one fused function: one per distinct outside argument expression."""
 
@@ -218,14 +205,14 @@ class FuseRewriter(ExprMutator):
         out: list[Expr] = []
         for arg in args:
             new_arg = self.new(arg)
-            out.append(new_arg if self._group_of(arg) == group else info.param_for(new_arg, _type_of(arg)))
+            out.append(new_arg if self._group_of(arg) == group else info.param_for(new_arg, type_of(arg, "fuse-ops")))
         return out
 
     def _make_function(self, group: int, root: Expr, body: Expr) -> Expr:
         info = self.groups[group]
         params = [p for p, _ in info.by_arg.values()]
         args = [a for _, a in info.by_arg.values()]
-        fn = Function(params, body, _type_of(root), attrs=Attrs({"Primitive": int(info.has_call)}),
+        fn = Function(params, body, type_of(root, "fuse-ops"), attrs=Attrs({"Primitive": int(info.has_call)}),
                       span=root.span)
         return Call(fn, args, span=root.span)
 

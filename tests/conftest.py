@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 # `python -m pytest` puts the checkout root first on sys.path, where `irtool/` lacks the
@@ -26,3 +28,18 @@ settings.register_profile(
     "dev", max_examples=1000, deadline=None, print_blob=True,
     suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
+
+
+@pytest.fixture
+def default_recursion_limit() -> Iterator[None]:
+    """Run the test at CPython's default recursion limit (1000), whatever raised it before.
+
+    Deep-program tests use it to show that nothing recurses with the program's size; hypothesis
+    raises the limit while its tests run and may leave it raised for later tests.
+    """
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from irtool.ir.expr import Op
 from irtool.ir.span import Span
 from irtool.analysis.liveness import ALIAS, KERNEL, Device, Liveness, device_key
+from irtool.analysis.union_find import find_root
 from irtool.syntax.diagnostics import Diagnostic, DiagnosticError
 
 VIRTUAL_DEVICE = "virtual_device"
@@ -25,13 +26,7 @@ class _UnionFind:
         self.parent = list(range(n))
 
     def find(self, x: int) -> int:
-        parent = self.parent
-        root = x
-        while parent[root] != root:
-            root = parent[root]
-        while parent[x] != root:
-            parent[x], x = root, parent[x]
-        return root
+        return find_root(self.parent, x)
 
     def union(self, a: int, b: int) -> None:
         ra, rb = self.find(a), self.find(b)

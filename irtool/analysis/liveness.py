@@ -265,39 +265,30 @@ class _Bind:
 
 def _main_nodes(func: Function) -> list[Expr | _Bind]:
     """Nodes of `main` in execution order, callee function literals not entered."""
-    order: list[Expr | _Bind] = []
-    seen: set[int] = set()
-    stack: list[tuple[Expr | _Bind, bool]] = [(func.body, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if expanded or isinstance(node, _Bind):
-            order.append(node)
-            continue
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        stack.append((node, True))
-        children: tuple[Expr | _Bind, ...]
-        if isinstance(node, Call):
-            children = step_arguments(node)
-            if not isinstance(node.op, (Function, Op, GlobalVar)):
-                children = (node.op, *children)
-        elif isinstance(node, Let):
-            children = (node.value, _Bind(node), node.body)
-        elif isinstance(node, (Tuple, TupleGetItem)):
-            children = node.children()
-        elif isinstance(node, Function) and not is_opaque_function(node):
-            raise DiagnosticError("memory planning handles dataflow `main` only: a closure would read "
-                                  "tensors its calls do not pass", node.span)
-        elif isinstance(node, (Var, Constant, Function, GlobalVar, Op)):
-            children = ()
-        else:
-            raise DiagnosticError(f"memory planning handles dataflow `main` only, not "
-                                  f"`{type(node).__name__}`", node.span)
-        for child in reversed(children):
-            if isinstance(child, _Bind) or id(child) not in seen:
-                stack.append((child, False))
-    return order
+    # A fresh `_Bind` is never in post_order's seen set, so each is emitted where its `let` puts it.
+    return post_order(func.body, _step_children)  # type: ignore[arg-type, return-value]
+
+
+def _step_children(node: Expr | _Bind) -> tuple[Expr | _Bind, ...]:
+    """What must run before `node`, in execution order; rejects what planning cannot handle."""
+    if isinstance(node, _Bind):
+        return ()
+    if isinstance(node, Call):
+        children: tuple[Expr | _Bind, ...] = step_arguments(node)
+        if not isinstance(node.op, (Function, Op, GlobalVar)):
+            children = (node.op, *children)
+        return children
+    if isinstance(node, Let):
+        return (node.value, _Bind(node), node.body)
+    if isinstance(node, (Tuple, TupleGetItem)):
+        return node.children()
+    if isinstance(node, Function) and not is_opaque_function(node):
+        raise DiagnosticError("memory planning handles dataflow `main` only: a closure would read "
+                              "tensors its calls do not pass", node.span)
+    if isinstance(node, (Var, Constant, Function, GlobalVar, Op)):
+        return ()
+    raise DiagnosticError(f"memory planning handles dataflow `main` only, not "
+                          f"`{type(node).__name__}`", node.span)
 
 
 class _Builder:

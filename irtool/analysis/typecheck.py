@@ -446,14 +446,14 @@ def _callees_first(mod: IRModule) -> list[str]:
         return list(mod.functions)  # nothing to order: skip walking the (typically huge) function
     refs: dict[str, list[str]] = {}
     for name, func in mod.functions.items():
-        seen: list[str] = []
         if isinstance(func, PrimFunc):  # TIR: checked by `tir_verify`, calls no Relay global
-            refs[name] = seen
+            refs[name] = []
             continue
+        seen: dict[str, None] = {}  # ordered set: `main` may call thousands of globals
         for node in post_order(func):
-            if isinstance(node, GlobalVar) and node.name_hint in mod.functions and node.name_hint not in seen:
-                seen.append(node.name_hint)
-        refs[name] = seen
+            if isinstance(node, GlobalVar) and node.name_hint in mod.functions:
+                seen[node.name_hint] = None
+        refs[name] = list(seen)
     order: list[str] = []
     done: set[str] = set()
     for root in mod.functions:

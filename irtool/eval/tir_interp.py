@@ -72,9 +72,16 @@ INTRINSIC_IMPLS: dict[str, Callable[..., object]] = {
 
 
 def numpy_dtype(dtype: str) -> np.dtype:
-    """The numpy dtype of one lane of a TIR dtype."""
+    """The numpy dtype of one lane of a TIR dtype.
+
+    bfloat16 is refused even when a plugin (ml_dtypes, which onnx installs) teaches numpy the
+    name, so the interpreter behaves the same whatever else is imported.
+    """
+    element = element_of(dtype)
     try:
-        return np.dtype(element_of(dtype))
+        if element.startswith("bfloat"):
+            raise TypeError(element)
+        return np.dtype(element)
     except TypeError:
         raise ValueError(f"the TIR interpreter has no numpy type for {dtype}") from None
 

@@ -193,32 +193,30 @@ class Not(PrimExpr):
         self.span = span
 
 
-class Select(PrimExpr):
+class _Conditional(PrimExpr):
+    """The fields of the two conditional expressions; they differ only in which sides run."""
+
+    __slots__ = ("cond", "true_value", "false_value")
+
+    def __init__(self, cond: PrimExpr, true_value: PrimExpr, false_value: PrimExpr,
+                 span: Span | None = None) -> None:
+        self.cond = cond
+        self.true_value = true_value
+        self.false_value = false_value
+        self.dtype = true_value.dtype
+        self.span = span
+
+
+class Select(_Conditional):
     """`select(c, t, f)`: both sides are evaluated (a data choice, not control flow), as in TVM."""
 
-    __slots__ = ("cond", "true_value", "false_value")
-
-    def __init__(self, cond: PrimExpr, true_value: PrimExpr, false_value: PrimExpr,
-                 span: Span | None = None) -> None:
-        self.cond = cond
-        self.true_value = true_value
-        self.false_value = false_value
-        self.dtype = true_value.dtype
-        self.span = span
+    __slots__ = ()
 
 
-class IfExpr(PrimExpr):
+class IfExpr(_Conditional):
     """`if_then_else(c, t, f)`: evaluates only the chosen side (guards loads, e.g. for padding)."""
 
-    __slots__ = ("cond", "true_value", "false_value")
-
-    def __init__(self, cond: PrimExpr, true_value: PrimExpr, false_value: PrimExpr,
-                 span: Span | None = None) -> None:
-        self.cond = cond
-        self.true_value = true_value
-        self.false_value = false_value
-        self.dtype = true_value.dtype
-        self.span = span
+    __slots__ = ()
 
 
 class BufferLoad(PrimExpr):

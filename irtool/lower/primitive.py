@@ -40,12 +40,13 @@ def flatten_type(t: Type, where: Expr) -> list[TensorType]:
     return out
 
 
-def type_of(expr: Expr) -> Type:
+def type_of(expr: Expr, who: str = "lower") -> Type:
+    """The inferred type (a parameter's annotation will do); `who` names the caller in the error."""
     t = expr.checked_type
     if t is None and isinstance(expr, Var):
         t = expr.type_annotation
     if t is None:
-        raise DiagnosticError("lower: expression has no inferred type (run type inference first)", expr.span)
+        raise DiagnosticError(f"{who}: expression has no inferred type (run type inference first)", expr.span)
     return t
 
 

@@ -69,7 +69,6 @@ def write_output(path: str | None, text: str) -> None:
         sys.stdout.flush()
         return
     target = os.path.abspath(path)
-    directory = os.path.dirname(target)
     try:
         mode = os.stat(target).st_mode & 0o7777
     except FileNotFoundError:
@@ -78,13 +77,28 @@ def write_output(path: str | None, text: str) -> None:
         mode = 0o666 & ~umask
     except OSError as exc:
         raise DiagnosticError(f"cannot write '{path}': {exc.strerror or exc}") from None
+    replace_file(path, lambda temp: _write_text(temp, text), mode)
+
+
+def _write_text(path: str, text: str) -> None:
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+
+
+def replace_file(path: str, produce: Callable[[str], None], mode: int) -> None:
+    """`produce(temp)` writes a temporary file beside `path`, which then replaces `path` at once.
+
+    On any failure the temporary file is removed and the old `path` is left as it was.
+    """
+    target = os.path.abspath(path)
     try:
-        fd, temp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".tmp")
+        fd, temp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=f".{os.path.basename(target)}.",
+                                    suffix=".tmp")
+        os.close(fd)
     except OSError as exc:
         raise DiagnosticError(f"cannot write '{path}': {exc.strerror or exc}") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
+        produce(temp)
         os.chmod(temp, mode)
         os.replace(temp, target)
     except BaseException as exc:
@@ -109,6 +123,15 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> a
         return parser.parse_args(argv)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+
+
+def cli_main(prog: str, parser: argparse.ArgumentParser, argv: Sequence[str] | None,
+             body: Callable[[argparse.Namespace], int]) -> int:
+    """The usual `main`: parse the arguments, then run `body(args)` under `run_tool`."""
+    args = parse_args(parser, argv)
+    if isinstance(args, int):
+        return args
+    return run_tool(prog, lambda: body(args))
 
 
 def run_tool(prog: str, body: Callable[[], int]) -> int:

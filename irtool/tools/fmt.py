@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from irtool import __version__
 from irtool.editor.fmt import format_text
 from irtool.syntax.diagnostics import DiagnosticError
-from irtool.tools.common import EXIT_ERROR, EXIT_OK, parse_args, read_source, report, run_tool, write_output
+from irtool.tools.common import EXIT_ERROR, EXIT_OK, cli_main, read_source, report, write_output
 
 PROG = "irtool-fmt"
 
@@ -33,10 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(build_parser(), argv)
-    if isinstance(args, int):
-        return args
-    return run_tool(PROG, lambda: _run(args))
+    return cli_main(PROG, build_parser(), argv, _run)
 
 
 def _run(args: argparse.Namespace) -> int:

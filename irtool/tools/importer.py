@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from irtool.syntax.diagnostics import DiagnosticError
 from irtool.syntax.printer import print_program
-from irtool.tools.common import parse_args, run_tool, write_output
+from irtool.tools.common import cli_main, write_output
 from irtool.tools.run import write_npz
 
 PROG = "irtool-import"
@@ -91,10 +91,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(build_arg_parser(), argv)
-    if isinstance(args, int):
-        return args
-    return run_tool(PROG, lambda: run(args))
+    return cli_main(PROG, build_arg_parser(), argv, run)
 
 
 if __name__ == "__main__":

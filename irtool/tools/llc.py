@@ -11,9 +11,7 @@ Text outputs go to standard output unless `-o` is given; `obj` and `so` default 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -24,7 +22,7 @@ from irtool.codegen.header import emit_header
 from irtool.codegen.target import TargetOptions
 from irtool.ir.module import IRModule
 from irtool.syntax.diagnostics import DiagnosticError
-from irtool.tools.common import STDIN_NAME, parse_args, read_source, run_tool, write_output
+from irtool.tools.common import STDIN_NAME, parse_args, read_source, replace_file, run_tool, write_output
 from irtool.tools.run import load_module
 
 PROG = "irtool-llc"
@@ -59,26 +57,8 @@ def default_prefix(path: str) -> str:
 
 
 def write_binary(path: str, produce: Callable[[str], None]) -> None:
-    """`produce(temp)` writes a temporary file beside `path`, which then replaces `path` at once."""
-    target = os.path.abspath(path)
-    try:
-        fd, temp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=f".{os.path.basename(target)}.",
-                                    suffix=".tmp")
-        os.close(fd)
-    except OSError as exc:
-        raise DiagnosticError(f"cannot write '{path}': {exc.strerror or exc}") from None
-    try:
-        produce(temp)
-        os.chmod(temp, 0o755 if path.endswith(".so") else 0o644)
-        os.replace(temp, target)
-    except BaseException as exc:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
-        if isinstance(exc, OSError):
-            raise DiagnosticError(f"cannot write '{path}': {exc.strerror or exc}") from None
-        raise
+    """Shared libraries are executable; everything else is plain data."""
+    replace_file(path, produce, 0o755 if path.endswith(".so") else 0o644)
 
 
 def _write_bytes(data: bytes) -> Callable[[str], None]:

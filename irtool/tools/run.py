@@ -31,7 +31,7 @@ from irtool.ir.types import TensorType, TupleType, Type, type_to_text
 from irtool.ir.visitor import free_vars
 from irtool.syntax.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse
-from irtool.tools.common import parse_args, read_source, run_tool
+from irtool.tools.common import cli_main, read_source
 
 PROG = "irtool-run"
 _SHOWN_VALUES = 6
@@ -218,10 +218,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(build_arg_parser(), argv)
-    if isinstance(args, int):
-        return args
-    return run_tool(PROG, lambda: run(args))
+    return cli_main(PROG, build_arg_parser(), argv, run)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from irtool.ir.expr import Function
 from irtool.ir.module import IRModule
 from irtool.syntax.diagnostics import DiagnosticError, suggest
 from irtool.syntax.parser import parse
-from irtool.tools.common import EXIT_OK, parse_args, read_source, run_tool, write_output
+from irtool.tools.common import EXIT_OK, cli_main, read_source, write_output
 
 PROG = "irtool-viz"
 _RENDERED = {".svg": "svg", ".png": "png", ".pdf": "pdf"}
@@ -47,10 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(build_parser(), argv)
-    if isinstance(args, int):
-        return args
-    return run_tool(PROG, lambda: _run(args))
+    return cli_main(PROG, build_parser(), argv, _run)
 
 
 def graph_of(text: str, name: str, pipeline: str = "", function: str = "main") -> str:

@@ -21,26 +21,13 @@ from irtool.analysis.memory_plan import plan_memory, read_plan
 from irtool.analysis.typecheck import infer_types
 from irtool.eval.arena import run_with_plan
 from irtool.eval.interpreter import run_function
+from irtool.eval.values import flatten_value
 from irtool.ir import (Call, Expr, Function, IRModule, Op, TensorType, Tuple, TupleGetItem, TupleType,
                        structural_equal)
 from irtool.passes import run
 from irtool.passes.verify_memory_plan import check_memory_plan
 from irtool.syntax.parser import parse
 from irtool.syntax.printer import print_program
-
-Value = np.ndarray | tuple
-
-
-def _leaves(v: Value) -> list[np.ndarray]:
-    out: list[np.ndarray] = []
-    stack = [v]
-    while stack:
-        cur = stack.pop()
-        if isinstance(cur, tuple):
-            stack.extend(reversed(cur))
-        else:
-            out.append(np.asarray(cur))
-    return out
 
 
 def _inputs(mod: IRModule, seed: int) -> list[np.ndarray]:
@@ -89,8 +76,8 @@ def test_plans_are_valid_and_keep_outputs(mod: IRModule, algorithm: str, opt_lev
     assert check_memory_plan(reparsed)
 
     args = _inputs(mod, seed)
-    expected = _leaves(run_function(mod, args))
-    got = _leaves(run_with_plan(reparsed, args))
+    expected = flatten_value(run_function(mod, args))
+    got = flatten_value(run_with_plan(reparsed, args))
     assert len(got) == len(expected)
     for g, e in zip(got, expected):
         assert g.shape == e.shape and g.dtype == e.dtype

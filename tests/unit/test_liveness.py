@@ -6,6 +6,7 @@ Expected ranges and byte counts are worked out by hand in the comments from the 
 from __future__ import annotations
 
 import pytest
+from support.programs import CHAIN
 
 from irtool.analysis.liveness import ALIAS, CALL, CONSTANT, COPY, KERNEL, PARAM, Liveness, compute_liveness, tensor_bytes
 from irtool.analysis.typecheck import infer_types
@@ -24,17 +25,6 @@ def live_of(text: str, pipeline: str = "fuse-ops{opt-level=0}") -> Liveness:
 def ranges(live: Liveness) -> list[tuple[int, int, int]]:
     """(bytes, first, last) of every planned tensor, in step order."""
     return [(t.nbytes, t.first, t.last) for t in live.planned()]
-
-
-CHAIN = """
-def @main(%x: Tensor[(64), float32]) {
-  %0 = exp(%x);
-  %1 = concatenate((%0, %0));
-  %2 = exp(%1);
-  %3 = strided_slice(%2, begin=[0], end=[64]);
-  exp(%3)
-}
-"""
 
 
 def test_chain_ranges_lower_bound_and_no_reuse() -> None:

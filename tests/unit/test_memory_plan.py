@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.programs import CHAIN
 
 from irtool.analysis.liveness import CALL, KERNEL, Liveness, PlannedTensor, Step, compute_liveness
 from irtool.analysis.memory_plan import (INPUT, TOKEN, MemoryPlan, _FreeList, plan_greedy_best, plan_greedy_by_size,
@@ -44,16 +45,6 @@ def @main(%x: Tensor[(64), float32]) {
   %1 = sqrt(%x);
   %2 = concatenate((%0, %1));
   exp(%2)
-}
-"""
-
-CHAIN = """
-def @main(%x: Tensor[(64), float32]) {
-  %0 = exp(%x);
-  %1 = concatenate((%0, %0));
-  %2 = exp(%1);
-  %3 = strided_slice(%2, begin=[0], end=[64]);
-  exp(%3)
 }
 """
 

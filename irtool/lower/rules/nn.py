@@ -157,38 +157,30 @@ def _row_reduce(x: Tensor, axis: int, value: Callable[[Element, Idx], PrimExpr],
     return Reduce(_without(x.shape, axis), x.dtype, fbody, name)
 
 
-def _softmax_parts(x: Tensor, axis: int) -> tuple[Reduce, Callable[[Element, Idx], PrimExpr], Reduce]:
-    """(row max, shifted element x - max, row sum of exp(shifted))."""
+def _normalize_rows(x: Tensor, attrs: Attrs, name: str,
+                    combine: Callable[[PrimExpr, PrimExpr], PrimExpr]) -> Tensor:
+    """Each element is `combine(x - row max, row sum of exp(x - row max))` (softmax and its log)."""
+    axis = int(attrs["axis"]) % x.ndim  # type: ignore[arg-type]
     row_max = _row_reduce(x, axis, lambda ctx, i: ctx.load(x, i), "max", True, "max")
 
     def shifted(ctx: Element, i: Idx) -> PrimExpr:
         return BinaryOp("sub", ctx.load(x, i), ctx.load(row_max, _without(i, axis)))
     row_sum = _row_reduce(x, axis, lambda ctx, i: Call("exp", (shifted(ctx, i),)), "add", False, "sum")
-    return row_max, shifted, row_sum
+
+    def f(ctx: Element, idx: Idx) -> PrimExpr:
+        return combine(shifted(ctx, idx), ctx.load(row_sum, _without(idx, axis)))
+    return Compute(x.shape, x.dtype, f, name)
 
 
 @rule("nn.softmax")
 def _softmax(args: list, attrs: Attrs, out: Type) -> Tensor:
-    x = args[0]
-    axis = int(attrs["axis"]) % x.ndim  # type: ignore[arg-type]
-    _, shifted, row_sum = _softmax_parts(x, axis)
-
-    def f(ctx: Element, idx: Idx) -> PrimExpr:
-        e = Call("exp", (shifted(ctx, idx),))
-        return BinaryOp("div", e, ctx.load(row_sum, _without(idx, axis)))
-    return Compute(x.shape, x.dtype, f, "softmax")
+    return _normalize_rows(args[0], attrs, "softmax", lambda s, total: BinaryOp("div", Call("exp", (s,)), total))
 
 
 @rule("nn.log_softmax")
 def _log_softmax(args: list, attrs: Attrs, out: Type) -> Tensor:
-    x = args[0]
-    axis = int(attrs["axis"]) % x.ndim  # type: ignore[arg-type]
-    _, shifted, row_sum = _softmax_parts(x, axis)
-
-    def f(ctx: Element, idx: Idx) -> PrimExpr:
-        s = shifted(ctx, idx)
-        return BinaryOp("sub", s, Call("log", (ctx.load(row_sum, _without(idx, axis)),)))
-    return Compute(x.shape, x.dtype, f, "log_softmax")
+    return _normalize_rows(args[0], attrs, "log_softmax",
+                           lambda s, total: BinaryOp("sub", s, Call("log", (total,))))
 
 
 @rule("nn.lrn")
