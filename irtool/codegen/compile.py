@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
-from irtool.analysis.memory_plan import can_carry_plan
 from irtool.codegen.entry import GeneratedModule, generate_module
 from irtool.codegen.target import TargetOptions, parse_and_optimize, target_machine
 from irtool.ir.expr import Call, Function, Op
@@ -43,9 +42,7 @@ def is_lowered(mod: IRModule) -> bool:
 
 
 def ensure_lowered(mod: IRModule, pipeline: str | None = DEFAULT_PIPELINE) -> IRModule:
-    """`mod` lowered by `pipeline` unless it already is; with `pipeline=None` lowered input is
-    required. A plain trailing `plan-memory` is skipped while `call_lowered` cannot carry a plan
-    (codegen then makes the same greedy-by-size plan itself); one with options is an error then."""
+    """`mod` lowered by `pipeline` unless it already is; with `pipeline=None` lowered input is required."""
     from irtool.passes import run
     if is_lowered(mod):
         return mod
@@ -53,13 +50,7 @@ def ensure_lowered(mod: IRModule, pipeline: str | None = DEFAULT_PIPELINE) -> IR
         main = mod.functions.get("main")
         raise DiagnosticError("irtool-llc: the input is not lowered (--no-pipeline was given); run "
                               f"`{DEFAULT_PIPELINE}` first", getattr(main, "span", None))
-    steps = [p.strip() for p in pipeline.split(",") if p.strip()]
-    if steps and steps[-1].startswith("plan-memory") and not can_carry_plan(Call(Op("call_lowered"), [])):
-        if steps[-1] != "plan-memory":
-            raise DiagnosticError(f"`{steps[-1]}` cannot write its plan on a lowered `main` yet (`call_lowered` "
-                                  "has no storage attributes); leave it out and irtool-llc plans greedy-by-size")
-        steps = steps[:-1]
-    return run(mod, ",".join(steps)) if steps else mod
+    return run(mod, pipeline)
 
 
 @dataclass
