@@ -9,8 +9,9 @@ tensor, a storage and a byte offset in it. Three planners:
   two share one buffer; with `concat_in_place`, the inputs of a concatenation are placed in
   their slices of its result, so the concatenation copies nothing. Both can beat the plain
   liveness lower bound.
-- `greedy-best`: the same placement in three orders (largest, largest size x lifetime,
-  longest-lived first), keeping the smallest arena.
+- `greedy-best`: the same placement in four orders (largest, largest size x lifetime,
+  longest-lived first, and first the buffers live where the most bytes are), keeping the
+  smallest arena, then a short seeded local search over the order while above the bound.
 - `tvm-greedy`: TVM's GraphPlanMemory token allocator as DESIGN.md restates it: parameters and
   constants get storages never reused; each step output requests a free storage (smallest in
   [S, 16 S], else the largest in [S/16, S), which grows), else a new one.
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -228,29 +230,86 @@ def plan_buffers(live: Liveness, alignment: int = 64, in_place: bool = False,
     return [b for b in buffers if b.members]
 
 
-# Orders in which greedy placement can take the buffers (each returns a sort key of an index).
-ORDERS: dict[str, Callable[[list[_Buffer]], Callable[[int], tuple]]] = {
-    "size": lambda b: lambda i: (-b[i].nbytes, b[i].first, i),
-    "area": lambda b: lambda i: (-b[i].nbytes * (b[i].last - b[i].first + 1), b[i].first, i),
-    "duration": lambda b: lambda i: (b[i].first - b[i].last, -b[i].nbytes, i),
+def buffer_pressure(buffers: list[_Buffer], steps: int) -> list[int]:
+    """For each buffer, the most bytes (of all buffers) live at one step of its range: buffers that
+    meet the peak come first in the `pressure` order, so the peak is packed before anything else."""
+    total = [0] * (steps + 1)
+    for buf in buffers:
+        for s in range(buf.first, buf.last + 1):
+            total[s] += buf.nbytes
+    return [max(total[buf.first:buf.last + 1]) for buf in buffers]
+
+
+def buffers_bound(buffers: list[_Buffer], steps: int) -> dict[object, int]:
+    """Per device, the most bytes of `buffers` live at one step: no placement of them uses less."""
+    total: dict[object, list[int]] = {}
+    for buf in buffers:
+        row = total.setdefault(device_key(buf.device), [0] * (steps + 1))
+        for s in range(buf.first, buf.last + 1):
+            row[s] += buf.nbytes
+    return {key: max(row) for key, row in total.items()}
+
+
+# Orders in which greedy placement can take the buffers: each maker gets the buffers and the number
+# of steps and returns a sort key of a buffer index.
+ORDERS: dict[str, Callable[[list[_Buffer], int], Callable[[int], tuple]]] = {
+    "size": lambda b, n: lambda i: (-b[i].nbytes, b[i].first, i),
+    "area": lambda b, n: lambda i: (-b[i].nbytes * (b[i].last - b[i].first + 1), b[i].first, i),
+    "duration": lambda b, n: lambda i: (b[i].first - b[i].last, -b[i].nbytes, i),
+    "pressure": lambda b, n: _pressure_key(b, buffer_pressure(b, n)),
 }
+
+
+def _pressure_key(b: list[_Buffer], pressure: list[int]) -> Callable[[int], tuple]:
+    return lambda i: (-pressure[i], -b[i].nbytes, b[i].first, i)
+# Local-search moves greedy-best tries after the fixed orders when none reaches the bound.
+SEARCH_MOVES = 300
 
 
 def plan_greedy_by_size(live: Liveness, alignment: int = 64, in_place: bool = False,
                         concat_in_place: bool = False) -> MemoryPlan:
     buffers = plan_buffers(live, alignment, in_place, concat_in_place)
-    return place_buffers(live, buffers, alignment, ORDERS["size"](buffers))
+    return place_buffers(live, buffers, alignment, ORDERS["size"](buffers, len(live.steps)))
 
 
 def plan_greedy_best(live: Liveness, alignment: int = 64, in_place: bool = False,
-                     concat_in_place: bool = False) -> MemoryPlan:
-    """Greedy placement in each of `ORDERS` (largest, largest area, longest-lived first); the
-    smallest arena wins (ties: the earlier order). Never worse than greedy-by-size."""
+                     concat_in_place: bool = False, moves: int = SEARCH_MOVES) -> MemoryPlan:
+    """Greedy placement in each of `ORDERS`; the smallest arena wins (ties: the earlier order), so
+    never worse than greedy-by-size. Unless that reaches the bound of the buffers, a local search
+    follows: up to `moves` times a buffer that ends at the top of the arena is moved earlier in the
+    order (seeded, so the plan is reproducible); the new order is kept when its arena is no larger."""
+    steps = len(live.steps)
     buffers = plan_buffers(live, alignment, in_place, concat_in_place)
-    plans = [place_buffers(live, buffers, alignment, make(buffers)) for make in ORDERS.values()]
-    best = min(plans, key=lambda p: p.workspace_bytes())
+    orders = [sorted(range(len(buffers)), key=make(buffers, steps)) for make in ORDERS.values()]
+    plans = [place_buffers(live, buffers, alignment, _by_position(order)) for order in orders]
+    best_at = min(range(len(plans)), key=lambda k: plans[k].workspace_bytes())
+    best, order = plans[best_at], orders[best_at]
+    bound = sum(align_up(b, alignment) for b in buffers_bound(buffers, steps).values())
+    rng = random.Random(0)
+    for _ in range(moves if len(buffers) > 1 else 0):
+        if best.workspace_bytes() <= bound:
+            break
+        # Move a buffer that reaches the top of the arena to an earlier place in the order.
+        k = rng.choice([k for k, i in enumerate(order) if _at_top(best, buffers[i])])
+        trial = list(order)
+        trial.insert(rng.randrange(k + 1), trial.pop(k))
+        plan = place_buffers(live, buffers, alignment, _by_position(trial))
+        if plan.workspace_bytes() <= best.workspace_bytes():
+            best, order = plan, trial
     best.algorithm = "greedy-best"
     return best
+
+
+def _at_top(plan: MemoryPlan, buf: _Buffer) -> bool:
+    """The buffer ends where its arena ends (so moving it may shrink the arena)."""
+    t, delta = buf.members[0]
+    sid, offset = plan.placement[t]
+    return offset - delta + buf.nbytes == plan.storages[sid].nbytes
+
+
+def _by_position(order: list[int]) -> Callable[[int], int]:
+    position = {i: k for k, i in enumerate(order)}
+    return position.__getitem__
 
 
 def place_buffers(live: Liveness, buffers: list[_Buffer], alignment: int,

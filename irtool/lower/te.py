@@ -91,6 +91,20 @@ class Reduce(Tensor):
         self.fbody = fbody
 
 
+class Scheduled(Tensor):
+    """A tensor whose whole loop nest a schedule writes (e.g. a register-tiled kernel,
+    irtool/lower/schedules.py): `emit(builder, store)` returns the statements, calling
+    `store(idx, value)` for each element. Written directly when it is an output; read anywhere
+    else, it is a stage of its own (consumers are not fused into it)."""
+
+    __slots__ = ("emit",)
+
+    def __init__(self, shape: Sequence[int], dtype: str,
+                 emit: Callable[[Builder, Callable[[Idx, PrimExpr], Stmt]], Stmt], name: str = "sched") -> None:
+        super().__init__(shape, dtype, name)
+        self.emit = emit
+
+
 # ---- index arithmetic with light constant folding (keeps the printed TIR readable) ------------
 
 def const(value: int, dtype: str = INDEX) -> IntImm:
@@ -304,7 +318,7 @@ class Builder:
         hit = self.memo.get(key)
         if hit is not None:
             return hit[1]
-        if isinstance(t, Compute) and t.stage:
+        if isinstance(t, Scheduled) or (isinstance(t, Compute) and t.stage):
             return BufferLoad(self.outside_compute(self.materialize, t), idx)
         if isinstance(t, Compute):
             if self.in_compute:  # let the driver evaluate it first, then re-run the reader
@@ -357,6 +371,12 @@ class Builder:
         assert value is not None
         return value
 
+    def buffer_of(self, t: Tensor) -> Buffer:
+        """`t` as a buffer a schedule can index freely: a parameter, or a stage computed before."""
+        if type(t) is Placeholder:
+            return t.buffer  # type: ignore[attr-defined]
+        return self.materialized.get(id(t)) or self.outside_compute(self.materialize, t)
+
     def materialize(self, t: Tensor) -> Buffer:
         """Computes `t` into a buffer of its own, as a stage before the consumer."""
         buf = Buffer(f"{t.name}", t.shape, t.dtype)
@@ -377,6 +397,11 @@ class Builder:
 
     def nest_into(self, t: Tensor, out: Buffer, axis: int, offset: int) -> Stmt:
         """Stores `t` into `out`, shifted by `offset` along `axis`."""
+        if isinstance(t, Scheduled):
+            def store(idx: Idx, value: PrimExpr) -> Stmt:
+                where = idx[:axis] + (add(idx[axis], offset),) + idx[axis + 1:] if offset else idx
+                return BufferStore(out, where, value)   # the schedule computes in out's dtype
+            return t.emit(self, store)
         names = [f"i{k}" for k in range(t.ndim)]
         loop_vars = tuple(self.fresh_var(n) for n in names)
         ctx = Element(self, loop_vars)

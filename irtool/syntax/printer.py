@@ -246,6 +246,17 @@ def _push_sequence(stack: list[Pattern | str], patterns: tuple[Pattern, ...]) ->
             stack.append(", ")
 
 
+def _close_scope(scopes: list[Entries], vals: list[Text]) -> Entries:
+    """The innermost scope's bindings followed by its result expression, which ends the scope."""
+    block = scopes.pop()
+    final = vals.pop()
+    if type(final) is str:
+        block.append(final)
+    else:
+        block.extend(final)
+    return block
+
+
 def _count_uses(root: Expr) -> dict[int, int]:
     """Operand edges into each non-atomic node (the root counts one), for the inline-or-hoist choice.
 
@@ -423,13 +434,7 @@ class _Printer:
         scopes: list[Entries] = [[]]
         vals: list[Text] = []
         self.run([(_VISIT, root, 2)], scopes, vals)
-        block = scopes.pop()
-        final = vals.pop()
-        if type(final) is str:
-            block.append(final)
-        else:
-            block.extend(final)
-        return block
+        return _close_scope(scopes, vals)
 
     def dataflow_scope(self, root: Expr) -> Entries | None:
         """The fast path for pure dataflow (calls, tuples, projections over atoms): the shape of
@@ -629,13 +634,7 @@ class _Printer:
             elif code == _BEGIN:
                 scopes.append([])
             elif code == _END:
-                block = scopes.pop()
-                final = vals.pop()
-                if type(final) is str:
-                    block.append(final)
-                else:
-                    block.extend(final)
-                vals.append(block)
+                vals.append(_close_scope(scopes, vals))
             else:  # _CLAUSE
                 vals.append(_pattern_text(self, task[1].lhs))
                 scopes.append([])

@@ -6,15 +6,18 @@ tests/filecheck/passes/plan-memory pin the same programs through `irtool-opt`).
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support.programs import CHAIN
 
 from irtool.analysis.liveness import CALL, KERNEL, Liveness, PlannedTensor, Step, compute_liveness
-from irtool.analysis.memory_plan import (INPUT, TOKEN, MemoryPlan, _FreeList, plan_greedy_best, plan_greedy_by_size,
+from irtool.analysis.memory_plan import (ORDERS, buffers_bound, place_buffers, plan_buffers, INPUT, TOKEN, MemoryPlan, _FreeList, plan_greedy_best, plan_greedy_by_size,
                                          plan_memory, plan_none, plan_tvm_greedy, read_plan)
 from irtool.analysis.memory_report import format_report, memory_report
 from irtool.analysis.typecheck import infer_types
@@ -221,6 +224,40 @@ def test_greedy_best_tries_other_orders_when_size_order_fragments() -> None:
     assert best.workspace_bytes() == 10 and best.algorithm == "greedy-best"
     check_plan(live, by_size)
     check_plan(live, best)
+
+
+def test_greedy_best_search_reaches_the_bound_where_every_fixed_order_misses_it() -> None:
+    # A 3 B [2], B 6 B [1], C 3 B [1-2], D 5 B [2-3], E 3 B [0-3], F 2 B [1].
+    # Live bytes per step: 3, 14 (B C E F), 14 (A C D E), 8: the bound is 14.
+    rows = [(3, 2, 2), (6, 1, 1), (3, 1, 2), (5, 2, 3), (3, 0, 3), (2, 1, 1)]
+    live = interval_table(rows, 4)
+    assert sum(live.lower_bound().values()) == 14
+    buffers = plan_buffers(live, 1)
+    fixed = [place_buffers(live, buffers, 1, make(buffers, 4)).workspace_bytes() for make in ORDERS.values()]
+    assert min(fixed) > 14
+    best = plan_greedy_best(live, alignment=1)
+    assert best.workspace_bytes() == 14
+    check_plan(live, best)
+    # By hand: step 1 needs B, F, C, E side by side and step 2 D, A, C, E; C and E span both.
+    offsets = [best.placement[t][1] for t in range(len(rows))]
+    for step in range(4):
+        spans = sorted((offsets[t], offsets[t] + n) for t, (n, a, b) in enumerate(rows) if a <= step <= b)
+        assert all(end <= start for (_, end), (start, _) in itertools.pairwise(spans))
+    assert plan_greedy_best(live, alignment=1, moves=0).workspace_bytes() == min(fixed)
+
+
+@settings(deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 64), st.integers(0, 7), st.integers(0, 7)), min_size=1, max_size=14),
+       st.sampled_from([1, 16]))
+def test_greedy_best_is_valid_bounded_and_reproducible(rows: list[tuple[int, int, int]], alignment: int) -> None:
+    live = interval_table([(n, min(a, b), max(a, b)) for n, a, b in rows], 8)
+    best = plan_greedy_best(live, alignment)
+    check_plan(live, best)
+    buffers = plan_buffers(live, alignment)
+    assert best.workspace_bytes() >= sum(buffers_bound(buffers, 8).values()) == sum(live.lower_bound().values())
+    assert best.workspace_bytes() <= plan_greedy_by_size(live, alignment).workspace_bytes()
+    assert best.workspace_bytes() <= plan_greedy_best(live, alignment, moves=0).workspace_bytes()
+    assert plan_greedy_best(live, alignment).placement == best.placement
 
 
 def test_plans_are_per_device() -> None:

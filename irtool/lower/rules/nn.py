@@ -17,6 +17,7 @@ from irtool.ir.types import Type
 from irtool.lower.errors import LoweringError
 from irtool.lower.rules._rule import Attrs, out_tensor_type, rule, shape_of
 from irtool.lower.rules.reduce import mean_of
+from irtool.lower.schedules import conv2d_nchw_tiled, dense_tiled
 from irtool.lower.te import (Compute, Element, Idx, Reduce, Tensor, acc_load, acc_store, add, all_of, cast,
                              clamp, cmp, const, floordiv, imm, in_range, mul, select, sub)
 from irtool.ops.definitions._common import int_pair, padding4
@@ -51,6 +52,10 @@ def _conv2d(args: list, attrs: Attrs, out: Type) -> Tensor:
     data_layout = dl
     if top or left or bottom or right:
         data, data_layout = _pad_stage(x, dl, (top, left, bottom, right), (n, c, h, wd)), "NCHW"
+    if groups == 1 and data_layout == "NCHW" and kl == "OIHW" and ol == "NCHW":
+        tiled = conv2d_nchw_tiled(data, w, dtype, shape_of(out), (sh, sw), (dh, dw))
+        if tiled is not None:
+            return tiled
     per_group = o // groups
 
     def fbody(ctx: Element, idx: Idx) -> PrimExpr:
@@ -91,6 +96,9 @@ def _pad_stage(x: Tensor, layout: Layout, pads: tuple[int, int, int, int],
 def _dense(args: list, attrs: Attrs, out: Type) -> Tensor:
     x, w = args
     dtype = out_tensor_type(out).dtype
+    tiled = dense_tiled(x, w, dtype)
+    if tiled is not None:
+        return tiled
     k_extent = x.shape[-1]
 
     def fbody(ctx: Element, idx: Idx) -> PrimExpr:

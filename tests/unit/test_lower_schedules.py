@@ -1,0 +1,130 @@
+"""The register-tiled `nn.dense` schedule (irtool/lower/schedules.py) against independent references.
+
+Every tile shape the host selection can pick (and a small odd one) is run through the TIR
+interpreter on shapes that hit each edge: M, N, K below, at and off multiples of the tile, a
+short last vector, single-lane columns. References are numpy (`x @ w.T` in float64) and the Relay
+interpreter; the native build is checked on the same kind of shapes and with a fused epilogue.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import irtool
+from irtool.eval.interpreter import flatten_value, run_function
+from irtool.eval.tir_interp import run_primfunc
+from irtool.ir.tir import Buffer, BufferStore, Call, IntImm, PrimFunc, Ramp, children
+from irtool.lower.module import lower_module
+from irtool.lower.schedules import DenseTile, dense_tiled, host_dense_tile
+from irtool.lower.te import Builder, Placeholder
+from irtool.syntax.parser import parse_module
+
+TILES = [DenseTile(16, 8), DenseTile(8, 6), DenseTile(4, 3, vectors=1)]
+
+
+def _interpret_tiled(x: np.ndarray, w: np.ndarray, tile: DenseTile) -> np.ndarray:
+    xb, wb = Buffer("x", x.shape, "float32"), Buffer("w", w.shape, "float32")
+    out = Buffer("out", (x.shape[0], w.shape[0]), "float32")
+    t = dense_tiled(Placeholder(xb), Placeholder(wb), "float32", tile)
+    assert t is not None
+    func = PrimFunc([xb, wb, out], Builder().function_body([(t, out)]))
+    y = np.full(out.shape, np.nan, np.float32)   # every element must be written
+    run_primfunc(func, [x, w, y])
+    return y
+
+
+def _reference(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    return x.astype(np.float64) @ w.astype(np.float64).T
+
+
+def _nodes(root: object) -> list[object]:
+    out, stack = [], [root]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        stack.extend(children(node))  # type: ignore[arg-type]
+    return out
+
+
+@pytest.mark.parametrize("tile", TILES, ids=lambda t: f"{t.rows}x{t.lanes}x{t.vectors}")
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (8, 5, 32), (9, 3, 33), (17, 4, 47), (7, 2, 1), (3, 6, 65)])
+def test_tiled_dense_matches_numpy(tile: DenseTile, m: int, k: int, n: int) -> None:
+    rng = np.random.default_rng(m * 100 + n)
+    x, w = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((n, k)).astype(np.float32)
+    np.testing.assert_allclose(_interpret_tiled(x, w, tile), _reference(x, w), rtol=1e-5, atol=1e-5)
+
+
+@settings(deadline=None)
+@given(m=st.integers(1, 20), k=st.integers(1, 9), n=st.integers(1, 40), tile=st.sampled_from(TILES))
+def test_tiled_dense_any_shape(m: int, k: int, n: int, tile: DenseTile) -> None:
+    rng = np.random.default_rng(m * 1000 + k * 100 + n)
+    x, w = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((n, k)).astype(np.float32)
+    np.testing.assert_allclose(_interpret_tiled(x, w, tile), _reference(x, w), rtol=1e-5, atol=1e-5)
+
+
+def test_tile_is_vector_fma_on_constant_accumulator_slots() -> None:
+    xb, wb, out = Buffer("x", (16, 8), "float32"), Buffer("w", (64, 8), "float32"), Buffer("o", (16, 64), "float32")
+    tile = DenseTile(16, 8)
+    t = dense_tiled(Placeholder(xb), Placeholder(wb), "float32", tile)
+    assert t is not None
+    nodes = _nodes(Builder().function_body([(t, out)]))
+    fmas = [n for n in nodes if isinstance(n, Call) and n.name == "fma"]
+    assert fmas and all(f.dtype == "float32x16" for f in fmas)
+    # one fma per accumulator of a tile: rows x vectors, for each of the 2 x 2 tiles sharing the code
+    assert len(fmas) == tile.rows * tile.vectors
+    acc_stores = [n for n in nodes if isinstance(n, BufferStore) and n.buffer.scope == "local"]
+    assert acc_stores and all(isinstance(s.indices[1], Ramp) and isinstance(s.indices[0], IntImm)
+                              for s in acc_stores)
+
+
+def test_dense_falls_back_outside_float32_matrices() -> None:
+    f64 = Buffer("x", (3, 4), "float64")
+    assert dense_tiled(Placeholder(f64), Placeholder(Buffer("w", (5, 4), "float64")), "float64") is None
+    x3 = Buffer("x", (2, 3, 4), "float32")
+    assert dense_tiled(Placeholder(x3), Placeholder(Buffer("w", (5, 4), "float32")), "float32") is None
+
+
+def _module(m: int, k: int, n: int, body: str = "nn.dense(%x, %w)", extra: str = ""):
+    return parse_module(f"""#[version = "0.0.5"]
+def @main(%x: Tensor[({m}, {k}), float32], %w: Tensor[({n}, {k}), float32]{extra}) {{ {body} }}""")
+
+
+@pytest.mark.parametrize("m,k,n", [(2, 3, 5), (13, 7, 50)])
+def test_lowered_dense_matches_relay_interpreter(m: int, k: int, n: int) -> None:
+    mod = _module(m, k, n, "nn.relu(nn.bias_add(nn.dense(%x, %w), %b))", f", %b: Tensor[({n}), float32]")
+    rng = np.random.default_rng(3)
+    args = [rng.standard_normal(s).astype(np.float32) for s in ((m, k), (n, k), (n,))]
+    want = flatten_value(run_function(mod, args))[0]
+    low = lower_module(mod)
+    kernels = [f for f in low.functions.values() if isinstance(f, PrimFunc)]
+    assert any(isinstance(n, Call) and n.name == "fma" for f in kernels for n in _nodes(f.body))
+    got = flatten_value(run_function(low, args))[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (6, 16, 16), (13, 7, 50), (33, 65, 97), (64, 128, 64)])
+def test_native_tiled_dense(m: int, k: int, n: int) -> None:
+    rng = np.random.default_rng(m + k + n)
+    x, w = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((n, k)).astype(np.float32)
+    native = irtool.build(_module(m, k, n))
+    np.testing.assert_allclose(native(x=x, w=w), _reference(x, w), rtol=1e-4, atol=1e-4)
+
+
+def test_native_tiled_dense_with_epilogue() -> None:
+    m, k, n = 19, 24, 40
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((n, k)).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    native = irtool.build(_module(m, k, n, "nn.relu(nn.bias_add(nn.dense(%x, %w), %b))",
+                                  f", %b: Tensor[({n}), float32]"))
+    np.testing.assert_allclose(native(x=x, w=w, b=b), np.maximum(_reference(x, w) + b, 0), rtol=1e-4, atol=1e-4)
+
+
+def test_host_tile_fits_the_register_file() -> None:
+    tile = host_dense_tile()
+    accumulators = tile.rows * tile.vectors
+    # operands need vectors + 1 registers besides the accumulators: 16 (AVX2) or 32 (AVX-512)
+    assert accumulators + tile.vectors + 1 <= (32 if tile.lanes == 16 else 16)
