@@ -10,7 +10,11 @@ the independent checker (`check_plan`) before it is counted.
 
 Columns: MiB and the ratio to the plain lower bound (max over steps of the bytes live, no
 in-place reuse). `best+reuse` is greedy-best with in-place and concatenate-in-place, which may go
-below that bound. Anchors (reference/onnx-zoo-anchors.md, the same graphs fused TVM's way): TVM's
+below that bound; after `lower` it changes nothing yet, because lowered kernels do not say which
+Relay operators they run (element-wise? a concatenation?). Weights are ConstantOfShape in these
+graphs and are imported as `full` steps computed at run time, so they are planned too: that is
+most of the AlexNet/ZFNet/VGG-19 arenas, and why Inception v2 and DenseNet-121's bounds are a
+little above the anchors' (3.91 vs 3.83 MiB, 7.00 vs 6.89 MiB). Anchors (reference/onnx-zoo-anchors.md, the same graphs fused TVM's way): TVM's
 greedy is 1.29x the bound (geometric mean), 1.75x worst (Inception v2); greedy-by-size 1.11x on
 DenseNet-121 and the bound elsewhere.
 """

@@ -18,7 +18,7 @@ from irtool.eval.interpreter import flatten_value, run_function
 from irtool.eval.tir_interp import run_primfunc
 from irtool.ir.tir import Buffer, BufferStore, Call, IntImm, PrimFunc, Ramp, children
 from irtool.lower.module import lower_module
-from irtool.lower.schedules import DenseTile, dense_tiled, host_dense_tile
+from irtool.lower.schedules import DenseTile, conv2d_nchw_tiled, dense_tiled, host_dense_tile
 from irtool.lower.te import Builder, Placeholder
 from irtool.syntax.parser import parse_module
 
@@ -128,3 +128,60 @@ def test_host_tile_fits_the_register_file() -> None:
     accumulators = tile.rows * tile.vectors
     # operands need vectors + 1 registers besides the accumulators: 16 (AVX2) or 32 (AVX-512)
     assert accumulators + tile.vectors + 1 <= (32 if tile.lanes == 16 else 16)
+
+
+def _conv_reference(x: np.ndarray, w: np.ndarray, stride_h: int, pad: int) -> np.ndarray:
+    """Direct NCHW convolution in float64 (independent of both interpreters)."""
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    o, _, kh, kw = w.shape
+    oh, ow = (xp.shape[2] - kh) // stride_h + 1, xp.shape[3] - kw + 1
+    out = np.zeros((x.shape[0], o, oh, ow))
+    for ry in range(kh):
+        for rx in range(kw):
+            patch = xp[:, :, ry:ry + stride_h * (oh - 1) + 1:stride_h, rx:rx + ow]
+            out += np.einsum("nchw,oc->nohw", patch, w[:, :, ry, rx].astype(np.float64))
+    return out
+
+
+def _interpret_conv(x: np.ndarray, w: np.ndarray, stride_h: int, tile: DenseTile) -> np.ndarray:
+    xb, wb = Buffer("x", x.shape, "float32"), Buffer("w", w.shape, "float32")
+    oh, ow = (x.shape[2] - w.shape[2]) // stride_h + 1, x.shape[3] - w.shape[3] + 1
+    out = Buffer("out", (x.shape[0], w.shape[0], oh, ow), "float32")
+    t = conv2d_nchw_tiled(Placeholder(xb), Placeholder(wb), "float32", out.shape, (stride_h, 1), (1, 1), tile)
+    assert t is not None
+    y = np.full(out.shape, np.nan, np.float32)
+    run_primfunc(PrimFunc([xb, wb, out], Builder().function_body([(t, out)])), [x, w, y])
+    return y
+
+
+@settings(deadline=None)
+@given(n=st.integers(1, 2), c=st.integers(1, 3), h=st.integers(3, 6), wd=st.integers(3, 40), o=st.integers(1, 10),
+       k=st.sampled_from([1, 3]), stride_h=st.integers(1, 2), tile=st.sampled_from(TILES))
+def test_tiled_conv2d_any_shape(n: int, c: int, h: int, wd: int, o: int, k: int, stride_h: int,
+                                tile: DenseTile) -> None:
+    rng = np.random.default_rng(n * 7 + c * 11 + wd * 13 + o)
+    x = rng.standard_normal((n, c, h, wd)).astype(np.float32)
+    w = rng.standard_normal((o, c, k, k)).astype(np.float32)
+    np.testing.assert_allclose(_interpret_conv(x, w, stride_h, tile), _conv_reference(x, w, stride_h, 0),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_conv2d_falls_back_for_column_strides() -> None:
+    xb, wb = Buffer("x", (1, 2, 5, 5), "float32"), Buffer("w", (3, 2, 3, 3), "float32")
+    assert conv2d_nchw_tiled(Placeholder(xb), Placeholder(wb), "float32", (1, 3, 2, 2), (2, 2), (1, 1)) is None
+
+
+@pytest.mark.parametrize("shape,stride_h,pad", [((1, 3, 7, 9), 1, 1), ((2, 4, 9, 37), 2, 0), ((1, 16, 8, 19), 1, 1)])
+def test_native_tiled_conv2d(shape: tuple[int, int, int, int], stride_h: int, pad: int) -> None:
+    rng = np.random.default_rng(sum(shape))
+    o = 13
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((o, shape[1], 3, 3)).astype(np.float32)
+    mod = parse_module(f"""#[version = "0.0.5"]
+def @main(%x: Tensor[({', '.join(map(str, shape))}), float32], %w: Tensor[({o}, {shape[1]}, 3, 3), float32]) {{
+  nn.conv2d(%x, %w, strides=[{stride_h}, 1], padding=[{pad}, {pad}, {pad}, {pad}])
+}}""")
+    kernels = [f for f in lower_module(mod).functions.values() if isinstance(f, PrimFunc)]
+    assert any(isinstance(n, Call) and n.name == "fma" for f in kernels for n in _nodes(f.body))
+    native = irtool.build(mod)
+    np.testing.assert_allclose(native(x=x, w=w), _conv_reference(x, w, stride_h, pad), rtol=1e-4, atol=1e-4)
