@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from irtool.analysis.typecheck import infer_types
 from irtool.ir.adt import Constructor
-from irtool.ir.expr import (Call, Constant, Expr, Function, GlobalVar, If, Let, Match, Op, RefCreate, RefRead,
+from irtool.ir.expr import (Attrs, Call, Constant, Expr, Function, GlobalVar, If, Let, Match, Op, RefCreate, RefRead,
                             RefWrite, Tuple, TupleGetItem, Var)
 from irtool.ir.module import IRModule
 from irtool.ir.tir import PrimFunc
@@ -21,6 +21,7 @@ from irtool.ops.registry import get_op
 from irtool.syntax.diagnostics import DiagnosticError
 
 CALL_LOWERED = Op("call_lowered")
+PLAN_ATTRS = ("storage_id", "storage_offset")
 MAX_NAME = 80
 
 
@@ -127,7 +128,9 @@ class ModuleLowering:
         for a, p in zip(args, fn.params):
             flat.extend(_fields(a, type_of(p)))
         flat.extend(lowered.constants)
-        return _typed(Call(CALL_LOWERED, [GlobalVar(name), Tuple(flat)], span=call.span), call)
+        # A memory plan made before lowering stays valid: the step keeps its storage.
+        plan = Attrs({k: call.attrs[k] for k in PLAN_ATTRS if k in call.attrs})
+        return _typed(Call(CALL_LOWERED, [GlobalVar(name), Tuple(flat)], plan, span=call.span), call)
 
     def as_view(self, fn: Function, ops: list[Call], args: list[Expr], call: Call) -> Expr | None:
         """A group of reshape-only operators on one tensor: one `reshape` to the static shape."""
