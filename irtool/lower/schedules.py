@@ -4,8 +4,13 @@ LLVM does not find a register tile in a scalar loop nest (docs/shared reference:
 at best), so the tile is written out here: an MR x NR block of the output lives in a `local`
 accumulator indexed only by constants (SROA turns it into MR * NR/L vector registers of L lanes,
 L the host's float32 vector width), carried through the whole reduction loop; each reduction
-step is NR/L contiguous vector loads and MR broadcasts feeding MR * NR/L `fma` calls. Output edges are tiles of their own (smaller MR,
-shorter or scalar vectors), so no tile reads or writes out of bounds and no branch is needed.
+step is NR/L contiguous vector loads and MR broadcasts feeding MR * NR/L `fma` calls. Output
+edges are tiles of their own (fewer rows, shorter or scalar vectors), so no tile reads or writes
+out of bounds and no branch is needed.
+
+Known limits (next steps of issue 9): a consumer of a tiled tensor (bias, activation) runs in a
+nest of its own after it, not in registers; weights are packed at run time, not folded at
+compile time; the tile follows the host, not a target option of the lowering.
 """
 
 from __future__ import annotations
@@ -14,17 +19,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from irtool.codegen.target import TargetOptions
 from irtool.ir.tir import (Allocate, Broadcast, Buffer, BufferLoad, BufferStore, Call, FloatImm, For, PrimExpr, Ramp,
                            Stmt, Var, seq)
-from irtool.codegen.target import TargetOptions
 from irtool.lower.te import INDEX, Builder, Idx, Scheduled, Tensor, add, const, floordiv, floormod, mul
 
-Store = Callable[[Idx, PrimExpr], Stmt]
+Store = Callable[[Idx, PrimExpr], Stmt]                            # (output index, value) -> the store
+Block = tuple[int, int, int]                                       # (start, tile count, tile size)
+Scalar = Callable[[PrimExpr, Idx], PrimExpr]                       # (row, reduction vars)
+Vector = Callable[[PrimExpr, PrimExpr, int, int, Idx], PrimExpr]   # (tile no, first col, offset, lanes, red)
 
 
 @dataclass(frozen=True)
-class DenseTile:
-    """`rows` x `vectors` vectors of `lanes` floats of the output held in registers."""
+class RegisterTile:
+    """`rows` x `vectors` vectors of `lanes` floats of the output held in registers (rows are
+    dense's output rows, conv2d's output channels)."""
 
     lanes: int
     rows: int
@@ -32,18 +41,18 @@ class DenseTile:
 
 
 @lru_cache(maxsize=None)
-def host_dense_tile() -> DenseTile:
+def host_register_tile() -> RegisterTile:
     """The tile for the host's vector registers (lowering has no target option yet; code is
     generated for the host by default). 32 zmm registers hold 8 x 2 accumulators with room
     for the operands; 16 ymm/xmm registers hold 6 x 2 (more spills, docs/shared reference)."""
     _, _, features = TargetOptions().resolved()
     flags = set(features.split(","))
     if "+avx512f" in flags:
-        return DenseTile(16, 8)
-    return DenseTile(8 if "+avx" in flags else 4, 6)
+        return RegisterTile(16, 8)
+    return RegisterTile(8 if "+avx" in flags else 4, 6)
 
 
-def dense_tiled(x: Tensor, w: Tensor, dtype: str, tile: DenseTile | None = None) -> Scheduled | None:
+def dense_tiled(x: Tensor, w: Tensor, dtype: str, tile: RegisterTile | None = None) -> Scheduled | None:
     """`nn.dense` (Y[m, n] = sum_k X[m, k] * W[n, k]) as a register-tiled kernel, or None when the
     shapes or dtypes are outside what the tile handles (the rule's scalar form is used then)."""
     if not (dtype == "float32" and x.dtype == w.dtype == dtype and x.ndim == 2 and w.ndim == 2):
@@ -53,7 +62,7 @@ def dense_tiled(x: Tensor, w: Tensor, dtype: str, tile: DenseTile | None = None)
     if min(m_ext, n_ext, k_ext) == 0:
         return None
 
-    shape = tile or host_dense_tile()
+    shape = tile or host_register_tile()
 
     def emit(builder: Builder, store: Store) -> Stmt:
         xb, wb = builder.buffer_of(x), builder.buffer_of(w)
@@ -77,7 +86,7 @@ def dense_tiled(x: Tensor, w: Tensor, dtype: str, tile: DenseTile | None = None)
 
 
 def conv2d_nchw_tiled(data: Tensor, w: Tensor, dtype: str, out_shape: tuple[int, ...], strides: tuple[int, int],
-                      dilation: tuple[int, int], tile: DenseTile | None = None) -> Scheduled | None:
+                      dilation: tuple[int, int], tile: RegisterTile | None = None) -> Scheduled | None:
     """An NCHW/OIHW, ungrouped `nn.conv2d` over already padded `data` as register tiles of
     output channels x output columns (the columns are the vector axis, contiguous in the input
     when the horizontal stride is 1); None outside that case."""
@@ -87,7 +96,7 @@ def conv2d_nchw_tiled(data: Tensor, w: Tensor, dtype: str, out_shape: tuple[int,
     ic, kh, kw = w.shape[1:]
     if min(out_shape) == 0 or data.shape[1] != ic:
         return None
-    shape = tile or host_dense_tile()
+    shape = tile or host_register_tile()
     sh, (dh, dw) = strides[0], dilation
     nr = shape.lanes * shape.vectors
 
@@ -106,7 +115,7 @@ def conv2d_nchw_tiled(data: Tensor, w: Tensor, dtype: str, out_shape: tuple[int,
     return Scheduled(out_shape, dtype, emit, "conv2d")
 
 
-def _blocks(extent: int, tile: int) -> list[tuple[int, int, int]]:
+def _blocks(extent: int, tile: int) -> list[Block]:
     """(start, tile count, tile size) of the full tiles of an axis, then of its remainder."""
     out = [(0, extent // tile, tile)] if extent >= tile else []
     if extent % tile:
@@ -130,18 +139,13 @@ def _splat(value: PrimExpr, lanes: int) -> PrimExpr:
     return Broadcast(value, lanes) if lanes > 1 else value
 
 
-def _tile_loop(name: str, block: tuple[int, int, int], inner: Callable[[PrimExpr], Stmt]) -> Stmt:
+def _tile_loop(name: str, block: Block, inner: Callable[[PrimExpr], Stmt]) -> Stmt:
     """The loop over the tiles of one block (no loop for a single tile): `inner` gets the tile's
     number within the block."""
     if block[1] == 1:
         return inner(const(0))
     v = Var(name, INDEX)
     return For(v, const(0), const(block[1]), "serial", inner(v))
-
-
-Block = tuple[int, int, int]
-Scalar = Callable[[PrimExpr, Idx], PrimExpr]                       # (row, reduction vars)
-Vector = Callable[[PrimExpr, PrimExpr, int, int, Idx], PrimExpr]   # (tile no, first col, offset, lanes, red)
 
 
 def _register_tiles(mblock: Block, nblock: Block, lanes: int, dtype: str, reduction: tuple[int, ...],

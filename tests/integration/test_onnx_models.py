@@ -3,8 +3,9 @@
 Each light model must match its `output_0.pb` on the ONNX test runner's ramp input, and its
 pre-softmax logits must match onnxruntime's by relative error (the weights are all equal, so
 the softmax outputs are uniform and the logits are what can tell a wrong padding or stride).
-The interpreter takes seconds to minutes per model: SqueezeNet and Inception v1 always run,
-the rest with IRTOOL_ONNX_ALL=1. The same holds natively (`irtool.build`): SqueezeNet always.
+All nine run through the interpreter (a few seconds each). Natively (`irtool.build`), compiling
+takes seconds to a minute per model, so the suite compiles the four cheapest and
+IRTOOL_ONNX_ALL=1 compiles all nine.
 """
 
 from __future__ import annotations
@@ -27,18 +28,13 @@ from irtool.passes import run as run_passes  # noqa: E402
 from irtool.syntax.parser import parse  # noqa: E402
 from irtool.syntax.printer import print_program  # noqa: E402
 
-FAST = {"squeezenet", "inception_v1"}
+NATIVE_DEFAULT = ("squeezenet", "shufflenet", "zfnet512", "bvlc_alexnet")
 # Softmax outputs that the interpreter cannot reproduce for a numerical reason (see below).
 ILL_CONDITIONED = {"squeezenet"}
 ALL = os.environ.get("IRTOOL_ONNX_ALL") == "1"
 
 
-def _models() -> list[object]:
-    return [pytest.param(m, marks=() if m in FAST or ALL else pytest.mark.skip(
-        reason="slow in the interpreter; set IRTOOL_ONNX_ALL=1")) for m in LIGHT_MODELS]
-
-
-@pytest.mark.parametrize("name", _models())
+@pytest.mark.parametrize("name", LIGHT_MODELS)
 def test_light_model_matches_reference_and_onnxruntime(name: str) -> None:
     model, logits_name = with_logits_output(onnx.load(str(light_model_path(name))))
     imported = import_model(model, source=name)
@@ -67,12 +63,7 @@ def test_light_model_matches_reference_and_onnxruntime(name: str) -> None:
         np.testing.assert_allclose(ours[0], reference, rtol=rtol, atol=RUNNER_ATOL)
 
 
-def _native_models() -> list[object]:
-    return [pytest.param(m, marks=() if m == "squeezenet" or ALL else pytest.mark.skip(
-        reason="compiles for tens of seconds; set IRTOOL_ONNX_ALL=1")) for m in LIGHT_MODELS]
-
-
-@pytest.mark.parametrize("name", _native_models())
+@pytest.mark.parametrize("name", LIGHT_MODELS if ALL else [m for m in LIGHT_MODELS if m in NATIVE_DEFAULT])
 def test_light_model_native_matches_reference(name: str) -> None:
     """Import → `irtool.build` (lower, plan memory, LLVM) → native run: the runner's output
     within its rtol (native loops sum every channel in the same order, so even the softmax of

@@ -18,14 +18,15 @@ from irtool.eval.interpreter import flatten_value, run_function
 from irtool.eval.tir_interp import run_primfunc
 from irtool.ir.tir import Buffer, BufferStore, Call, IntImm, PrimFunc, Ramp, children
 from irtool.lower.module import lower_module
-from irtool.lower.schedules import DenseTile, conv2d_nchw_tiled, dense_tiled, host_dense_tile
+from irtool.lower.schedules import (RegisterTile, conv2d_nchw_tiled, dense_tiled,
+                                    host_register_tile)
 from irtool.lower.te import Builder, Placeholder
 from irtool.syntax.parser import parse_module
 
-TILES = [DenseTile(16, 8), DenseTile(8, 6), DenseTile(4, 3, vectors=1)]
+TILES = [RegisterTile(16, 8), RegisterTile(8, 6), RegisterTile(4, 3, vectors=1)]
 
 
-def _interpret_tiled(x: np.ndarray, w: np.ndarray, tile: DenseTile) -> np.ndarray:
+def _interpret_tiled(x: np.ndarray, w: np.ndarray, tile: RegisterTile) -> np.ndarray:
     xb, wb = Buffer("x", x.shape, "float32"), Buffer("w", w.shape, "float32")
     out = Buffer("out", (x.shape[0], w.shape[0]), "float32")
     t = dense_tiled(Placeholder(xb), Placeholder(wb), "float32", tile)
@@ -51,7 +52,7 @@ def _nodes(root: object) -> list[object]:
 
 @pytest.mark.parametrize("tile", TILES, ids=lambda t: f"{t.rows}x{t.lanes}x{t.vectors}")
 @pytest.mark.parametrize("m,k,n", [(1, 1, 1), (8, 5, 32), (9, 3, 33), (17, 4, 47), (7, 2, 1), (3, 6, 65)])
-def test_tiled_dense_matches_numpy(tile: DenseTile, m: int, k: int, n: int) -> None:
+def test_tiled_dense_matches_numpy(tile: RegisterTile, m: int, k: int, n: int) -> None:
     rng = np.random.default_rng(m * 100 + n)
     x, w = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((n, k)).astype(np.float32)
     np.testing.assert_allclose(_interpret_tiled(x, w, tile), _reference(x, w), rtol=1e-5, atol=1e-5)
@@ -59,7 +60,7 @@ def test_tiled_dense_matches_numpy(tile: DenseTile, m: int, k: int, n: int) -> N
 
 @settings(deadline=None)
 @given(m=st.integers(1, 20), k=st.integers(1, 9), n=st.integers(1, 40), tile=st.sampled_from(TILES))
-def test_tiled_dense_any_shape(m: int, k: int, n: int, tile: DenseTile) -> None:
+def test_tiled_dense_any_shape(m: int, k: int, n: int, tile: RegisterTile) -> None:
     rng = np.random.default_rng(m * 1000 + k * 100 + n)
     x, w = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((n, k)).astype(np.float32)
     np.testing.assert_allclose(_interpret_tiled(x, w, tile), _reference(x, w), rtol=1e-5, atol=1e-5)
@@ -67,7 +68,7 @@ def test_tiled_dense_any_shape(m: int, k: int, n: int, tile: DenseTile) -> None:
 
 def test_tile_is_vector_fma_on_constant_accumulator_slots() -> None:
     xb, wb, out = Buffer("x", (16, 8), "float32"), Buffer("w", (64, 8), "float32"), Buffer("o", (16, 64), "float32")
-    tile = DenseTile(16, 8)
+    tile = RegisterTile(16, 8)
     t = dense_tiled(Placeholder(xb), Placeholder(wb), "float32", tile)
     assert t is not None
     nodes = _nodes(Builder().function_body([(t, out)]))
@@ -124,7 +125,7 @@ def test_native_tiled_dense_with_epilogue() -> None:
 
 
 def test_host_tile_fits_the_register_file() -> None:
-    tile = host_dense_tile()
+    tile = host_register_tile()
     accumulators = tile.rows * tile.vectors
     # operands need vectors + 1 registers besides the accumulators: 16 (AVX2) or 32 (AVX-512)
     assert accumulators + tile.vectors + 1 <= (32 if tile.lanes == 16 else 16)
@@ -143,7 +144,7 @@ def _conv_reference(x: np.ndarray, w: np.ndarray, stride_h: int, pad: int) -> np
     return out
 
 
-def _interpret_conv(x: np.ndarray, w: np.ndarray, stride_h: int, tile: DenseTile) -> np.ndarray:
+def _interpret_conv(x: np.ndarray, w: np.ndarray, stride_h: int, tile: RegisterTile) -> np.ndarray:
     xb, wb = Buffer("x", x.shape, "float32"), Buffer("w", w.shape, "float32")
     oh, ow = (x.shape[2] - w.shape[2]) // stride_h + 1, x.shape[3] - w.shape[3] + 1
     out = Buffer("out", (x.shape[0], w.shape[0], oh, ow), "float32")
@@ -158,7 +159,7 @@ def _interpret_conv(x: np.ndarray, w: np.ndarray, stride_h: int, tile: DenseTile
 @given(n=st.integers(1, 2), c=st.integers(1, 3), h=st.integers(3, 6), wd=st.integers(3, 40), o=st.integers(1, 10),
        k=st.sampled_from([1, 3]), stride_h=st.integers(1, 2), tile=st.sampled_from(TILES))
 def test_tiled_conv2d_any_shape(n: int, c: int, h: int, wd: int, o: int, k: int, stride_h: int,
-                                tile: DenseTile) -> None:
+                                tile: RegisterTile) -> None:
     rng = np.random.default_rng(n * 7 + c * 11 + wd * 13 + o)
     x = rng.standard_normal((n, c, h, wd)).astype(np.float32)
     w = rng.standard_normal((o, c, k, k)).astype(np.float32)
