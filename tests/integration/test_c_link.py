@@ -93,8 +93,8 @@ def test_object_file_links_into_a_c_program(tmp_path: Path) -> None:
     source = PROGRAM.replace("DENSE", "[" + ", ".join(repr(float(v)) for v in dense) + "]")
     (tmp_path / "model.relay").write_text(source)
     llc = [sys.executable, "-m", "irtool.tools.llc", str(tmp_path / "model.relay")]
-    subprocess.run([*llc, "--emit=obj", "-o", str(tmp_path / "model.o")], check=True)
-    subprocess.run([*llc, "--emit=header", "-o", str(tmp_path / "model.h")], check=True)
+    subprocess.run([*llc, "--emit=obj", "-o", str(tmp_path / "model.o")], check=True, cwd=tmp_path)
+    subprocess.run([*llc, "--emit=header", "-o", str(tmp_path / "model.h")], check=True, cwd=tmp_path)
     header = (tmp_path / "model.h").read_text()
     assert "struct model_inputs {\n  float* x;" in header
     assert "int32_t model_run(const struct model_inputs* in, struct model_outputs* out, void* workspace);" in header

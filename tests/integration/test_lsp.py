@@ -7,6 +7,7 @@ import json
 import queue
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -35,8 +36,9 @@ class Client:
     every message so that reads can time out instead of hanging the test run."""
 
     def __init__(self) -> None:
+        # Started outside the checkout, so `-m` imports the installed irtool, not the source tree.
         self.proc = subprocess.Popen([sys.executable, "-m", "irtool.tools.lsp"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tempfile.gettempdir())
         self.messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.next_id = 0
         threading.Thread(target=self._read, daemon=True).start()
