@@ -258,16 +258,16 @@ def pipeline_text(passes: Iterable[ModulePass]) -> str:
             default = f.default if f.default is not dataclasses.MISSING else (
                 f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING)
             if value != default:
-                opts.append(f"{f.name.replace('_', '-')}={_value_text(value)}")
+                opts.append(f"{f.name.replace('_', '-')}={option_value_text(value)}")
         parts.append(p.name + ("{" + " ".join(opts) + "}" if opts else ""))
     return ",".join(parts)
 
 
-def _value_text(value: object) -> str:
+def option_value_text(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (list, tuple)):
-        return "[" + ",".join(_value_text(v) for v in value) + "]"
+        return "[" + ",".join(option_value_text(v) for v in value) + "]"
     return str(value)
 
 

@@ -227,7 +227,7 @@ def _options(args: argparse.Namespace) -> OptOptions:
 
 def format_pass_list(entries: Sequence[tuple[str, str, Sequence[PassOption]]]) -> str:
     """`--list-passes` text: each pass with its description, then its options with defaults."""
-    from irtool.passes.manager import _value_text as option_text
+    from irtool.passes.manager import option_value_text as option_text
     if not entries:
         return "No passes are registered.\n"
     width = max(len(name) for name, _, _ in entries)
