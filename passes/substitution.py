@@ -10,22 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from irtool.ir.expr import Expr, Function, Let, Match, Var
-from irtool.ir.visitor import ExprMutator, post_order
-
-
-def binders(root: Expr) -> set[int]:
-    """Ids of the variables bound anywhere inside `root` (parameters, let variables, patterns)."""
-    out: set[int] = set()
-    for node in post_order(root):
-        if isinstance(node, Function):
-            out.update(id(p) for p in node.params)
-        elif isinstance(node, Let):
-            out.add(id(node.var))
-        elif isinstance(node, Match):
-            for clause in node.clauses:
-                out.update(id(v) for v in clause.lhs.bound_vars())
-    return out
+from irtool.ir.expr import Expr, Function, Let, Var
+from irtool.ir.visitor import ExprMutator, bound_var_ids, post_order
 
 
 def fresh_var(var: Var) -> Var:
@@ -52,7 +38,7 @@ def substitute(expr: Expr, mapping: Mapping[Var, Expr] | Mapping[int, Expr]) -> 
     `mapping` is keyed by `Var` or by `id(var)`.
     """
     by_id = {(k if isinstance(k, int) else id(k)): v for k, v in mapping.items()}
-    return _Substitute(by_id, binders(expr)).visit(expr)
+    return _Substitute(by_id, bound_var_ids(post_order(expr))).visit(expr)
 
 
 def copy_function(func: Function) -> Function:

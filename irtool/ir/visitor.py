@@ -46,20 +46,27 @@ def use_counts(root: Expr) -> dict[int, int]:
     return counts
 
 
-def free_vars(root: Expr) -> list[Var]:
-    """Variables used but not bound inside `root`, in first-use order."""
-    bound: set[int] = set()
-    for node in post_order(root):
+def bound_var_ids(nodes: list[Expr]) -> set[int]:
+    """Ids of the variables the given nodes bind (parameters, let variables, pattern variables)."""
+    out: set[int] = set()
+    for node in nodes:
         if isinstance(node, Function):
-            bound.update(id(p) for p in node.params)
+            out.update(id(p) for p in node.params)
         elif isinstance(node, Let):
-            bound.add(id(node.var))
+            out.add(id(node.var))
         elif isinstance(node, Match):
             for clause in node.clauses:
-                bound.update(id(v) for v in clause.lhs.bound_vars())
+                out.update(id(v) for v in clause.lhs.bound_vars())
+    return out
+
+
+def free_vars(root: Expr) -> list[Var]:
+    """Variables used but not bound inside `root`, in first-use order."""
+    nodes = post_order(root)
+    bound = bound_var_ids(nodes)
     seen: set[int] = set()
     out: list[Var] = []
-    for node in post_order(root):
+    for node in nodes:
         if isinstance(node, Var) and id(node) not in bound and id(node) not in seen:
             seen.add(id(node))
             out.append(node)
