@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from irtool.ir.expr import Expr, Var
 from irtool.ir.span import Span
-from irtool.ir.types import Type, TypeCall, TypeVar
+from irtool.ir.types import Type, TypeVar
 
 
 class Constructor(Expr):
@@ -42,9 +42,6 @@ class TypeData:
         self.constructors = constructors
         self.extern = extern
         self.span = span
-
-    def self_type(self) -> TypeCall:
-        return TypeCall(self.name, tuple(self.type_params))
 
     def __repr__(self) -> str:
         return f"TypeData({self.name}, {[c.name for c in self.constructors]})"

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from irtool.ir.adt import Constructor, TypeData
-from irtool.ir.expr import Expr, Function, GlobalVar
+from irtool.ir.expr import Expr, Function
 from irtool.ir.span import Span
 
 if TYPE_CHECKING:
@@ -42,9 +42,6 @@ class IRModule:
         self.type_defs[data.name] = data
         for ctor in data.constructors:
             self.constructors[ctor.name] = ctor
-
-    def global_var(self, name: str) -> GlobalVar:
-        return GlobalVar(name)
 
     def __getitem__(self, name: str) -> Function | PrimFunc:
         return self.functions[name]

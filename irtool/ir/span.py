@@ -17,11 +17,3 @@ class Span:
 
     def __str__(self) -> str:
         return f"{self.source}:{self.line}:{self.col}"
-
-    def merge(self, other: Span | None) -> Span:
-        """The smallest span covering both (used for a node built from several tokens)."""
-        if other is None:
-            return self
-        start = min((self.line, self.col), (other.line, other.col))
-        end = max((self.end_line, self.end_col), (other.end_line, other.end_col))
-        return Span(self.source, start[0], start[1], end[0], end[1])

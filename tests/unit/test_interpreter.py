@@ -15,7 +15,7 @@ import pytest
 from irtool.analysis.typecheck import infer_types
 from irtool.eval.interpreter import Interpreter, evaluate, run_function
 from irtool.eval.values import ADTValue, Closure, RefValue, flatten_value
-from irtool.ir import (Call, Constant, Function, IRModule, Let, Op, TensorType, Tuple, TupleGetItem, Var)
+from irtool.ir import (Call, Constant, Function, GlobalVar, IRModule, Let, Op, TensorType, Tuple, TupleGetItem, Var)
 from irtool.ops.registry import get_op
 from irtool.syntax.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse
@@ -244,7 +244,7 @@ def test_closures_built_from_closures_over_a_list() -> None:
 def test_evaluate_module_and_expression_against_globals() -> None:
     mod = load("def @five() -> int32 { 5 }\ndef @main() -> int32 { @five() * 2 }")
     assert int(evaluate(mod)) == 10
-    call = Call(Op("add"), [Call(mod.global_var("five"), []), Constant(i32(1))])
+    call = Call(Op("add"), [Call(GlobalVar("five"), []), Constant(i32(1))])
     assert int(evaluate(call, mod)) == 6
     with pytest.raises(DiagnosticError, match="undefined global function @five"):
         evaluate(call)
