@@ -8,7 +8,7 @@
 - conv2d: 1x64x56x56, 64 filters 3x3, pad 1 (231 MFLOP), against numpy im2col + matmul, and
   onnxruntime (ORT_ENABLE_ALL, 1 thread) if installed.
 dense and NCHW conv2d (unit column stride) lower to register-tiled kernels sized for the host's
-vector registers (irtool/lower/schedules.py); the rest of the lowered code is one loop nest per
+vector registers (irtool/lower/schedules/); the rest of the lowered code is one loop nest per
 output. On a shared machine, compare rows of one run (numpy is timed in the same run). Rows are printed as a table
 (median of `--repeat` runs after a warm-up, compile time excluded and reported separately).
 """

@@ -1,4 +1,4 @@
-"""The register-tiled `nn.dense` schedule (irtool/lower/schedules.py) against independent references.
+"""The register-tiled `nn.dense` schedule (irtool/lower/schedules/) against independent references.
 
 Every tile shape the host selection can pick (and a small odd one) is run through the TIR
 interpreter on shapes that hit each edge: M, N, K below, at and off multiples of the tile, a

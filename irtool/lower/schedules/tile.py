@@ -1,0 +1,125 @@
+"""Register-tiled schedules that compute rules emit when shapes allow (issue 9, first step).
+
+LLVM does not find a register tile in a scalar loop nest (docs/shared reference: 20-25 % of peak
+at best), so the tile is written out here: an MR x NR block of the output lives in a `local`
+accumulator indexed only by constants (SROA turns it into MR * NR/L vector registers of L lanes,
+L the host's float32 vector width), carried through the whole reduction loop; each reduction
+step is NR/L contiguous vector loads and MR broadcasts feeding MR * NR/L `fma` calls. Output
+edges are tiles of their own (fewer rows, shorter or scalar vectors), so no tile reads or writes
+out of bounds and no branch is needed.
+
+Known limits (next steps of issue 9): a consumer of a tiled tensor (bias, activation) runs in a
+nest of its own after it, not in registers; weights are packed at run time, not folded at
+compile time; the tile follows the host, not a target option of the lowering.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+
+from irtool.codegen.target import TargetOptions
+from irtool.ir.tir import (
+    Allocate,
+    Broadcast,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    Call,
+    FloatImm,
+    For,
+    PrimExpr,
+    Ramp,
+    Stmt,
+    Var,
+    seq,
+)
+from irtool.lower.te import INDEX, Idx, add, const, mul
+
+Store = Callable[[Idx, PrimExpr], Stmt]                            # (output index, value) -> the store
+Block = tuple[int, int, int]                                       # (start, tile count, tile size)
+Scalar = Callable[[PrimExpr, Idx], PrimExpr]                       # (row, reduction vars)
+Vector = Callable[[PrimExpr, PrimExpr, int, int, Idx], PrimExpr]   # (tile no, first col, offset, lanes, red)
+
+
+@dataclass(frozen=True)
+class RegisterTile:
+    """`rows` x `vectors` vectors of `lanes` floats of the output held in registers (rows are
+    dense's output rows, conv2d's output channels)."""
+
+    lanes: int
+    rows: int
+    vectors: int = 2
+
+
+@cache
+def host_register_tile() -> RegisterTile:
+    """The tile for the host's vector registers (lowering has no target option yet; code is
+    generated for the host by default). 32 zmm registers hold 8 x 2 accumulators with room
+    for the operands; 16 ymm/xmm registers hold 6 x 2 (more spills, docs/shared reference)."""
+    _, _, features = TargetOptions().resolved()
+    flags = set(features.split(","))
+    if "+avx512f" in flags:
+        return RegisterTile(16, 8)
+    return RegisterTile(8 if "+avx" in flags else 4, 6)
+
+
+def blocks(extent: int, tile: int) -> list[Block]:
+    """(start, tile count, tile size) of the full tiles of an axis, then of its remainder."""
+    out = [(0, extent // tile, tile)] if extent >= tile else []
+    if extent % tile:
+        out.append((extent - extent % tile, 1, extent % tile))
+    return out
+
+
+def chunks(width: int, lanes: int) -> list[tuple[int, int]]:
+    """(offset, lanes) of the vectors covering `width` columns: full vectors, then a short one."""
+    out = [(c, lanes) for c in range(0, width - width % lanes, lanes)]
+    if width % lanes:
+        out.append((width - width % lanes, width % lanes))
+    return out
+
+
+def vec(base: PrimExpr, lanes: int) -> PrimExpr:
+    return Ramp(base, const(1), lanes) if lanes > 1 else base
+
+
+def splat(value: PrimExpr, lanes: int) -> PrimExpr:
+    return Broadcast(value, lanes) if lanes > 1 else value
+
+
+def tile_loop(name: str, block: Block, inner: Callable[[PrimExpr], Stmt]) -> Stmt:
+    """The loop over the tiles of one block (no loop for a single tile): `inner` gets the tile's
+    number within the block."""
+    if block[1] == 1:
+        return inner(const(0))
+    v = Var(name, INDEX)
+    return For(v, const(0), const(block[1]), "serial", inner(v))
+
+
+def register_tiles(mblock: Block, nblock: Block, lanes: int, dtype: str, reduction: tuple[int, ...],
+                    scalar: Scalar, vector: Vector, at: Callable[[PrimExpr, PrimExpr], Idx], store: Store) -> Stmt:
+    """The tiles of one (row block, column block): acc[r, c:c+lanes] += broadcast(scalar(row))
+    * vector(columns) over the whole reduction, then stored at `at(row, column vector)`."""
+    mr, nr = mblock[2], nblock[2]
+    pieces = chunks(nr, lanes)
+    zero = FloatImm(0.0, dtype)
+
+    def tile(mt: PrimExpr, nt: PrimExpr) -> Stmt:
+        m0, n0 = add(mul(mt, mr), mblock[0]), add(mul(nt, nr), nblock[0])
+        acc = Buffer("acc", (mr, nr), dtype, scope="local")
+        red = tuple(Var(f"r{j}", INDEX) for j in range(len(reduction)))
+
+        def slot(r: int, c: int, n: int) -> Idx:
+            return (const(r), vec(const(c), n))
+        init = [BufferStore(acc, slot(r, c, n), splat(zero, n)) for r in range(mr) for c, n in pieces]
+        step: Stmt = seq([BufferStore(acc, slot(r, c, n), Call("fma", [
+            splat(scalar(add(m0, r), red), n), vector(nt, n0, c, n, red), BufferLoad(acc, slot(r, c, n))]))
+            for r in range(mr) for c, n in pieces])
+        for v, extent in zip(reversed(red), reversed(reduction)):
+            step = For(v, const(0), const(extent), "serial", step)
+        out = [store(at(add(m0, r), vec(add(n0, c), n)), BufferLoad(acc, slot(r, c, n)))
+               for r in range(mr) for c, n in pieces]
+        return Allocate(acc, seq([*init, step, *out]))
+    return tile_loop("no", nblock, lambda nt: tile_loop("mo", mblock, lambda mt: tile(mt, nt)))
