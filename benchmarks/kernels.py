@@ -116,14 +116,16 @@ def _im2col_conv(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return (w.reshape(oc, -1) @ cols).reshape(1, oc, h, wd)
 
 
-def _onnxruntime_conv(x: np.ndarray, w: np.ndarray) -> Callable[[], Any] | None:
+def _onnxruntime_conv(x: np.ndarray, w: np.ndarray, stride: int = 1, pad: int = 1,
+                      groups: int = 1) -> Callable[[], Any] | None:
     try:
         import onnx  # noqa: F401 -- the helpers below live in it
         import onnxruntime as ort
         from onnx import TensorProto, helper, numpy_helper
     except ImportError:
         return None
-    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], kernel_shape=[3, 3])
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[pad] * 4, kernel_shape=list(w.shape[2:]),
+                            strides=[stride, stride], group=groups)
     graph = helper.make_graph([node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                               initializer=[numpy_helper.from_array(w, "w")])
@@ -155,7 +157,8 @@ def @main(%x: Tensor[(1, 64, 56, 56), float32], %w: Tensor[(64, 64, 3, 3), float
         t_ort = _median_ms(ort, repeat)
         rows.append({"kernel": "conv2d 1x64x56x56 3x3", "impl": "onnxruntime (1 thread)", "ms": t_ort,
                      "GFLOP/s": flop / t_ort / 1e6, "ratio_vs_numpy": t_numpy / t_ort})
-    for label, opts in (("irtool -O3", {}), ("irtool -O3 --fast-math", {"fast_math": True})):
+    for label, opts in (("irtool -O3", {}), ("irtool -O3 --fast-math", {"fast_math": True}),
+                        ("irtool -O3, 2 threads", {"threads": 2})):
         native, compile_s = _compile(src, **opts)
         np.testing.assert_allclose(native(x=x, w=w), want, rtol=1e-3, atol=1e-3)
         t = _median_ms(lambda: native(x=x, w=w), max(1, repeat // 3))
@@ -164,7 +167,59 @@ def @main(%x: Tensor[(1, 64, 56, 56), float32], %w: Tensor[(64, 64, 3, 3), float
     return rows
 
 
-BENCHES = {"elementwise": bench_elementwise, "dense": bench_dense, "conv2d": bench_conv2d}
+# (label, data shape, weight shape, stride, padding, groups): the other conv kinds of the model zoo.
+CONV_VARIANTS = [
+    ("depthwise 1x136x28x28 3x3", (1, 136, 28, 28), (136, 1, 3, 3), 1, 1, 136),
+    ("1x1 1x64x56x56 ->256", (1, 64, 56, 56), (256, 64, 1, 1), 1, 0, 1),
+    ("1x1 1x1024x14x14 ->256", (1, 1024, 14, 14), (256, 1024, 1, 1), 1, 0, 1),
+    ("3x3/2 1x128x56x56", (1, 128, 56, 56), (128, 128, 3, 3), 2, 1, 1),
+    ("7x7/2 stem 1x3x224x224", (1, 3, 224, 224), (64, 3, 7, 7), 2, 3, 1),
+    ("3x3 1x512x7x7", (1, 512, 7, 7), (512, 512, 3, 3), 1, 1, 1),
+]
+PACKING = "simplify-inference,alter-layout,fuse-ops,lower"
+
+
+def bench_conv_variants(repeat: int) -> list[dict[str, Any]]:
+    """Each conv of CONV_VARIANTS with a constant weight (packed at compile time by alter-layout, as
+    onnxruntime packs at session creation), against onnxruntime and the Relay interpreter's numpy
+    (im2col + matmul); `ratio_vs_onnxruntime` > 1 means irtool is faster."""
+    from irtool.eval.interpreter import run_function
+    from irtool.ir.expr import Call, Constant, Function, Op, Var
+    from irtool.ir.module import IRModule
+    from irtool.ir.types import TensorType
+    from irtool.ops.registry import get_op
+    rows: list[dict[str, Any]] = []
+    rng = np.random.default_rng(3)
+    for label, xs, ws, stride, pad, groups in CONV_VARIANTS:
+        x = _aligned(rng.standard_normal(xs).astype(np.float32))
+        w = (rng.standard_normal(ws) * 0.1).astype(np.float32)
+        xv = Var("x", TensorType(xs, "float32"))
+        opdef = get_op("nn.conv2d")
+        assert opdef is not None
+        attrs = opdef.normalize_attrs({"strides": [stride, stride], "padding": [pad] * 4, "groups": groups})
+        mod = IRModule()
+        mod.functions["main"] = Function([xv], Call(Op("nn.conv2d"), [xv, Constant(w)], attrs))
+        want = run_function(mod, {"x": x})
+        t_numpy = _median_ms(lambda: run_function(mod, {"x": x}), repeat)
+        flop = 2 * int(np.prod(want.shape)) * ws[1] * ws[2] * ws[3]
+        ort = _onnxruntime_conv(x, w, stride, pad, groups)
+        t_ort = _median_ms(ort, repeat) if ort is not None else None
+        if t_ort is not None:
+            rows.append({"kernel": label, "impl": "onnxruntime (1 thread)", "ms": t_ort, "GFLOP/s": flop / t_ort / 1e6,
+                         "ratio_vs_numpy": t_numpy / t_ort})
+        started = time.perf_counter()
+        native = irtool.build(mod, pipeline=PACKING)
+        compile_s = time.perf_counter() - started
+        np.testing.assert_allclose(native(x=x), want, rtol=1e-3, atol=1e-3)
+        t = _median_ms(lambda: native(x=x), repeat)
+        rows.append({"kernel": label, "impl": "irtool -O3 (alter-layout)", "ms": t, "GFLOP/s": flop / t / 1e6,
+                     "ratio_vs_numpy": t_numpy / t, "compile_s": compile_s,
+                     **({"ratio_vs_onnxruntime": t_ort / t} if t_ort is not None else {})})
+    return rows
+
+
+BENCHES = {"elementwise": bench_elementwise, "dense": bench_dense, "conv2d": bench_conv2d,
+           "conv-variants": bench_conv_variants}
 
 
 def main() -> None:
@@ -181,7 +236,8 @@ def main() -> None:
         rate = r.get("GB/s", r.get("GFLOP/s"))
         comp = f"{r['compile_s']:.2f}" if "compile_s" in r else ""
         print(f"{r['kernel']:<24} {r['impl']:<36} {r['ms']:>9.2f} {rate:>13.2f} "
-              f"{r['ratio_vs_numpy']:>8.2f}x {comp:>10}")
+              f"{r['ratio_vs_numpy']:>8.2f}x {comp:>10}"
+              + (f"  {r['ratio_vs_onnxruntime']:.2f}x onnxruntime" if "ratio_vs_onnxruntime" in r else ""))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)

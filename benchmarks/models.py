@@ -1,11 +1,12 @@
 """The `onnx` package's light model-zoo graphs end to end: import, compile, run, against onnxruntime.
 
     python benchmarks/models.py [--models resnet50,squeezenet,...] [--repeat 5] [--json OUT]
-                                [--no-native]
+                                [--no-native] [--threads N]
 
 One row per model: import seconds, native compile seconds (`irtool.build`), irtool native latency
 (median of --repeat after a warm-up), onnxruntime latency with one intra-op thread measured in
-the same run, their ratio, and the planned workspace arena against the liveness lower bound
+the same run (`--threads N`: N threads for both, irtool's parallel loops and onnxruntime's pool),
+their ratio, and the planned workspace arena against the liveness lower bound
 (`irtool.analysis.memory_report` on the lowered module). Inputs are the ONNX test runner's ramp
 (`arange(n)/n`); each native result is checked against onnxruntime's (logits by relative error)
 and a mismatch is reported in the `check` column. A stage that fails (an operator the native
@@ -19,20 +20,20 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import statistics  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable  # noqa: E402
-from typing import Any  # noqa: E402
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from irtool.frontend.onnx import import_model  # noqa: E402
-from irtool.frontend.onnx_zoo import (LIGHT_MODELS, light_model_path, onnxruntime_session,  # noqa: E402
+from irtool.frontend.onnx import import_model
+from irtool.frontend.onnx_zoo import (LIGHT_MODELS, light_model_path, onnxruntime_session,
                                       relative_error, runner_input, with_logits_output)
-from irtool.syntax.diagnostics import DiagnosticError  # noqa: E402
+from irtool.syntax.diagnostics import DiagnosticError
 
 SHORT = {"alexnet": "bvlc_alexnet", "zfnet": "zfnet512", "densenet": "densenet121"}
 
@@ -47,7 +48,7 @@ def median_ms(fn: Callable[[], Any], repeat: int) -> float:
     return statistics.median(times)
 
 
-def bench_model(name: str, repeat: int, native: bool) -> dict[str, Any]:
+def bench_model(name: str, repeat: int, native: bool, threads: int = 1) -> dict[str, Any]:
     import onnx
     row: dict[str, Any] = {"model": name, "import_s": None, "compile_s": None, "irtool_ms": None,
                            "onnxruntime_ms": None, "ratio": None, "arena_bytes": None,
@@ -59,7 +60,7 @@ def bench_model(name: str, repeat: int, native: bool) -> dict[str, Any]:
     (input_name,) = imported.inputs
     shape = tuple(int(d) for d in imported.module["main"].params[0].type_annotation.shape)
     x = runner_input(shape)
-    session = onnxruntime_session(model, threads=1)
+    session = onnxruntime_session(model, threads=threads)
     feed = {session.get_inputs()[0].name: x}
     row["onnxruntime_ms"] = round(median_ms(lambda: session.run(None, feed), repeat), 3)
     if not native:
@@ -69,7 +70,7 @@ def bench_model(name: str, repeat: int, native: bool) -> dict[str, Any]:
         from irtool.analysis.memory_report import memory_report
         from irtool.codegen.compile import ensure_lowered
         started = time.perf_counter()
-        built = irtool.build(imported.module)
+        built = irtool.build(imported.module, threads=threads)
         row["compile_s"] = round(time.perf_counter() - started, 3)
         ours = built(**{input_name: x})
         row["irtool_ms"] = round(median_ms(lambda: built(**{input_name: x}), repeat), 3)
@@ -102,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5, help="timed runs per measurement (median)")
     ap.add_argument("--json", metavar="OUT", help="also write the rows as JSON")
     ap.add_argument("--no-native", action="store_true", help="import and onnxruntime only")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="threads for irtool's parallel loops and onnxruntime's intra-op pool (default: 1)")
     args = ap.parse_args(argv)
     names = [SHORT.get(m.strip(), m.strip()) for m in args.models.split(",") if m.strip()]
     unknown = [m for m in names if m not in LIGHT_MODELS]
@@ -109,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(LIGHT_MODELS)}")
     rows = []
     for name in names:
-        rows.append(bench_model(name, args.repeat, not args.no_native))
+        rows.append(bench_model(name, args.repeat, not args.no_native, args.threads))
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     print(format_table(rows))
     if args.json:

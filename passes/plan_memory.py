@@ -4,7 +4,9 @@ Runs on a fused (or lowered) `main`. The plan shows in the printed text: `main` 
 `memory_plan`, `alignment`, `workspace_bytes` and `storage_bytes` (one entry per storage; plus
 `storage_devices` when devices are annotated, `param_storage_ids`/`constant_storage_ids` and
 `tvm_storage_sizes` for `tvm-greedy`), and every call that writes tensors gets
-`storage_id=S, storage_offset=O` (lists for tuple results). docs/memory-planning.md has the details.
+`storage_id=S, storage_offset=O` (lists for tuple results). Steps computed from constants only are
+hoisted (run once, outside the arena) and carry no storage; with `hoist-constants=false` they are
+planned like the rest and `main` says `hoist_constants=false`. docs/memory-planning.md has the details.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class PlanMemory(ModulePass):
     alignment: int = 64
     in_place: bool = False
     concat_in_place: bool = False
+    hoist_constants: bool = True
     entry: str = "main"
 
     def apply(self, mod: IRModule) -> IRModule:
@@ -43,6 +46,6 @@ class PlanMemory(ModulePass):
         if self.entry not in mod.functions:
             raise DiagnosticError(f"plan-memory: no function @{self.entry} to plan")
         infer_types(mod)
-        live = compute_liveness(mod, self.entry)
+        live = compute_liveness(mod, self.entry, hoist_constants=self.hoist_constants)
         plan = plan_memory(live, self.algorithm, self.alignment, self.in_place, self.concat_in_place)
         return annotate(mod, live, plan, self.entry)

@@ -3,9 +3,10 @@
 It recomputes liveness from the IR and reads the plan back from the attributes, so a bug in a
 planner or a hand-edited plan is caught the same way: every tensor has a storage on its own
 device, fits in it at an aligned offset, inputs keep storages of their own, and no two tensors
-live at the same step share a byte. Two overlaps are allowed: an element-wise step writing its
-result exactly over a same-typed input that dies at that step (in-place reuse), and the inputs
-of a concatenation placed exactly at their slices of its result (concatenate-in-place).
+live at the same step share a byte. Two overlaps are allowed, each only when `main` declares it
+(`in_place=True`, `concat_in_place=True`) and re-derived here from the IR: an element-wise step
+writing its result exactly over a same-typed input that dies at that step (in-place reuse), and
+the inputs of a concatenation placed exactly at their slices of its result (concatenate-in-place).
 The pass manager's `verify` runs this whenever `main` carries a plan.
 """
 
@@ -14,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from irtool.analysis.liveness import ALIAS, CALL, Liveness, PlannedTensor, compute_liveness, device_key
-from irtool.analysis.memory_plan import INPUT, MemoryPlan, PLAN_ALGORITHM, read_plan
+from irtool.analysis.liveness import ALIAS, CALL, Liveness, PlannedTensor, device_key
+from irtool.analysis.memory_plan import INPUT, PLAN_ALGORITHM, MemoryPlan, concat_parents, plan_liveness, read_plan
 from irtool.analysis.typecheck import infer_types
 from irtool.ir.module import IRModule
 from irtool.passes.base import ModulePass, register_pass
@@ -29,6 +30,8 @@ def _describe(t: PlannedTensor, placed: tuple[int, int]) -> str:
 def _in_place_inputs(live: Liveness, plan: MemoryPlan) -> dict[int, int]:
     """Tensor -> the step whose result legitimately overwrites it (exactly, as it dies)."""
     out: dict[int, int] = {}
+    if not plan.in_place:
+        return out
     outputs = set(live.outputs)
     for step in live.steps:
         if not step.elementwise or step.kind == ALIAS or len(step.outputs) != 1:
@@ -80,22 +83,6 @@ def check_plan(live: Liveness, plan: MemoryPlan) -> None:
     _check_overlaps(live, plan)
 
 
-def _concat_parents(live: Liveness, plan: MemoryPlan) -> dict[int, int]:
-    """Tensor -> the concatenation whose result holds it exactly at its slice (concat-in-place)."""
-    parent: dict[int, int] = {}
-    for step in live.steps:
-        if step.concat_offsets is None or step.kind == ALIAS or len(step.outputs) != 1:
-            continue
-        out = plan.placement.get(step.outputs[0])
-        if out is None:
-            continue
-        for t, delta in zip(step.inputs, step.concat_offsets):
-            if (live.tensors[t].kind == CALL and t not in parent and step.inputs.count(t) == 1
-                    and plan.placement.get(t) == (out[0], out[1] + delta)):
-                parent[t] = step.outputs[0]
-    return parent
-
-
 def _contains(parent: dict[int, int], outer: int, inner: int) -> bool:
     while inner in parent:
         inner = parent[inner]
@@ -107,7 +94,7 @@ def _contains(parent: dict[int, int], outer: int, inner: int) -> bool:
 def _check_overlaps(live: Liveness, plan: MemoryPlan) -> None:
     tensors = live.tensors
     dies_early = _in_place_inputs(live, plan)
-    parent = _concat_parents(live, plan)
+    parent = concat_parents(live, plan)
     live_at: list[list[int]] = [[] for _ in range(len(live.steps))]
     for t in live.planned():
         if t.index not in plan.placement:
@@ -138,7 +125,7 @@ def check_memory_plan(mod: IRModule, entry: str = "main") -> bool:
     func = mod.functions.get(entry)
     if func is None or PLAN_ALGORITHM not in func.attrs:
         return False
-    live = compute_liveness(mod, entry)
+    live = plan_liveness(mod, entry)
     plan = read_plan(live)
     assert plan is not None
     check_plan(live, plan)

@@ -7,6 +7,10 @@ live from that step to the last step that reads it (inclusive); `main`'s results
 last step. Parameters and constants exist before the first step and are not planned.
 Reshape-only steps and `on_device` annotations produce no tensor: their result *is* their input
 (an alias), so their readers extend the input's live range.
+
+A kernel step that reads only constants and outputs of such steps (or nothing, like the zoo's
+`full` weights) is *hoisted*: its results are the same on every run, so they are computed once,
+kept outside the arenas (kind `HOISTED`) and not planned.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from irtool.ir.expr import (AttrValue, Call, Constant, Expr, Function, GlobalVar
                             TupleGetItem, Var)
 from irtool.ir.module import IRModule
 from irtool.ir.span import Span
+from irtool.ir.tir import PrimFunc
 from irtool.ir.types import TensorType, TupleType, Type, dtype_bytes
 from irtool.ir.visitor import post_order
 from irtool.ops.registry import OpPattern, get_op
@@ -30,6 +35,8 @@ Device = AttrValue
 
 KERNEL, ALIAS, COPY = "kernel", "alias", "copy"
 CALL, PARAM, CONSTANT = "call", "param", "constant"
+# A result of a hoisted step: computed once (from constants only), held outside the arenas.
+HOISTED = "hoisted"
 
 
 @dataclass
@@ -37,7 +44,7 @@ class PlannedTensor:
     """One flattened tensor value of `main`."""
 
     index: int
-    kind: str  # CALL (a step's output), PARAM or CONSTANT
+    kind: str  # CALL (a step's output), HOISTED (a hoisted step's output), PARAM or CONSTANT
     ttype: TensorType
     nbytes: int
     step: int  # producing step; -1 for parameters and constants
@@ -65,6 +72,8 @@ class Step:
     # For a step that only concatenates its inputs into contiguous slices of its result: the byte
     # offset of each input slot in the result (so producers could write there directly).
     concat_offsets: list[int] | None = None
+    # A KERNEL step reading only constants and hoisted tensors: run once, its outputs are HOISTED.
+    hoisted: bool = False
 
 
 @dataclass
@@ -75,10 +84,19 @@ class Liveness:
     outputs: list[int]  # the tensors `main` returns, flattened
     params: list[list[int]] = field(default_factory=list)  # each parameter's tensors
     constants: dict[int, Constant] = field(default_factory=dict)  # tensor index -> its constant
+    hoist_constants: bool = True  # whether constant-only steps were hoisted
 
     def planned(self) -> list[PlannedTensor]:
-        """The tensors a memory plan places: step outputs (parameters and constants are inputs)."""
+        """The tensors a memory plan places: outputs of steps that are not hoisted (parameters,
+        constants and hoisted tensors are inputs to the plan)."""
         return [t for t in self.tensors if t.kind == CALL]
+
+    def hoisted(self) -> list[PlannedTensor]:
+        """Outputs of hoisted steps: computed once from constants, held outside the arenas."""
+        return [t for t in self.tensors if t.kind == HOISTED]
+
+    def hoisted_bytes(self) -> int:
+        return sum(t.nbytes for t in self.hoisted())
 
     def devices(self) -> list[Device]:
         """Devices of the planned tensors, in first-seen order."""
@@ -92,7 +110,10 @@ class Liveness:
         delta: dict[object, list[int]] = {}
         n = len(self.steps)
         for t in self.planned():
-            d = delta.setdefault(device_key(t.device), [0] * (n + 1))
+            key = device_key(t.device)
+            if key not in delta:
+                delta[key] = [0] * (n + 1)
+            d = delta[key]
             d[t.first] += t.nbytes
             d[t.last + 1] -= t.nbytes
         out: dict[object, int] = {}
@@ -147,11 +168,11 @@ def flatten_type(t: Type | None, span: Span | None) -> list[TensorType]:
 # Callee adapters: what a step runs, whatever form main is in.
 
 
-def callee_function(call: Call, mod: IRModule | None) -> Function | GlobalVar | Op | None:
+def callee_function(call: Call, mod: IRModule | None) -> Function | PrimFunc | GlobalVar | Op | None:
     """The function a step runs: the literal, the global's definition, or the operator.
 
-    `call_lowered(@f, (args))` runs `@f`; when `@f` is not a Relay function of `mod` (e.g. a TIR
-    function), the global itself is returned.
+    `call_lowered(@f, (args))` runs `@f` (a Relay function or a PrimFunc of `mod`); when `mod`
+    does not define `@f`, the global itself is returned.
     """
     target: Expr = call.op
     if isinstance(target, Op) and target.name == "call_lowered" and call.args:
@@ -200,11 +221,29 @@ def _concat_axis(fn: Function) -> int | None:
     return axis if isinstance(axis, int) else None
 
 
+# PrimFunc attributes `lower` writes (`kernel_facts`), so that a lowered `main` plans as its fused
+# form does: the kernel is element-wise (in-place reuse), or only concatenates (concat-in-place).
+ELEMENTWISE, CONCAT_AXIS = "elementwise", "concat_axis"
+
+
+def kernel_facts(fn: Function) -> dict[str, AttrValue]:
+    """The planning facts of a primitive function, for its lowered PrimFunc's attributes: only
+    those that hold (`elementwise=True`, `concat_axis=k`), so most kernels get none."""
+    facts = _ops_facts([(c.op.name, c) for c in _op_calls(fn)])  # type: ignore[union-attr]
+    out: dict[str, AttrValue] = {}
+    if facts.kind == KERNEL and facts.elementwise:
+        out[ELEMENTWISE] = True
+    axis = _concat_axis(fn)
+    if axis is not None:
+        out[CONCAT_AXIS] = axis
+    return out
+
+
 def _op_calls(fn: Function) -> list[Call]:
     return [n for n in post_order(fn.body) if isinstance(n, Call) and isinstance(n.op, Op)]
 
 
-def _callee_facts(callee: Function | GlobalVar | Op | None, call: Call) -> _CalleeFacts:
+def _callee_facts(callee: Function | PrimFunc | GlobalVar | Op | None, call: Call) -> _CalleeFacts:
     if isinstance(callee, Op):
         return _ops_facts([(callee.name, call)])
     if isinstance(callee, Function):
@@ -220,9 +259,13 @@ def _callee_facts(callee: Function | GlobalVar | Op | None, call: Call) -> _Call
                 raise DiagnosticError("memory planning: a device annotation must be a step of its own "
                                       "(fuse-ops keeps them apart)", call.span)
         return facts
-    # A global (e.g. a lowered `primfn`): name the step after it.
+    # A global (e.g. a lowered `primfn`): name the step after it; a PrimFunc says what `lower` knew.
     target = call.args[0] if isinstance(call.op, Op) and call.op.name == "call_lowered" and call.args else call.op
     name = target.name_hint if isinstance(target, GlobalVar) else "?"
+    if isinstance(callee, PrimFunc):
+        axis = callee.attrs.get(CONCAT_AXIS)
+        return _CalleeFacts(KERNEL, name, callee.attrs.get(ELEMENTWISE) is True, None,
+                            axis if isinstance(axis, int) and not isinstance(axis, bool) else None)
     return _CalleeFacts(KERNEL, name, False, None)
 
 
@@ -292,9 +335,10 @@ def _step_children(node: Expr | _Bind) -> tuple[Expr | _Bind, ...]:
 
 
 class _Builder:
-    def __init__(self, mod: IRModule, func: Function) -> None:
+    def __init__(self, mod: IRModule, func: Function, hoist: bool) -> None:
         self.mod = mod
         self.func = func
+        self.hoist = hoist
         self.tensors: list[PlannedTensor] = []
         self.steps: list[Step] = []
         self.tokens: dict[int, list[int]] = {}
@@ -343,7 +387,7 @@ class _Builder:
         for t in outputs:
             if self.tensors[t].kind == CALL:
                 self.tensors[t].last = end
-        return Liveness(self.func, self.steps, self.tensors, list(outputs), params, self.constants)
+        return Liveness(self.func, self.steps, self.tensors, list(outputs), params, self.constants, self.hoist)
 
     def concat_offsets(self, out: TensorType, axis: int, inputs: list[int]) -> list[int] | None:
         if not _contiguous_slices(out, axis):
@@ -367,7 +411,7 @@ class _Builder:
         step = Step(index, call, facts.kind, facts.label, inputs, [], facts.elementwise, facts.device_annotation)
         for t in inputs:
             tensor = self.tensors[t]
-            if tensor.kind == CALL:
+            if tensor.kind in (CALL, HOISTED):
                 tensor.last = max(tensor.last, index)
         if facts.kind == ALIAS:
             out_types = flatten_type(call.checked_type, call.span)
@@ -383,6 +427,10 @@ class _Builder:
                             for i, ty in enumerate(types)]
             if facts.concat_axis is not None and len(types) == 1:
                 step.concat_offsets = self.concat_offsets(types[0], facts.concat_axis, inputs)
+        if self.hoist and step.kind == KERNEL and all(self.tensors[t].kind in (CONSTANT, HOISTED) for t in inputs):
+            step.hoisted = True
+            for t in step.outputs:
+                self.tensors[t].kind = HOISTED
         self.steps.append(step)
         return list(step.outputs)
 
@@ -393,10 +441,11 @@ def _contiguous_slices(out: TensorType, axis: int) -> bool:
     return 0 <= axis < len(out.shape) and all(d == 1 for d in out.shape[:axis])
 
 
-def compute_liveness(mod: IRModule, entry: str = "main") -> Liveness:
-    """The step/tensor table of `entry` with devices assigned; `mod` must be type checked."""
+def compute_liveness(mod: IRModule, entry: str = "main", hoist_constants: bool = True) -> Liveness:
+    """The step/tensor table of `entry` with devices assigned; `mod` must be type checked.
+    `hoist_constants=False` plans the outputs of constant-only steps like any other."""
     from irtool.analysis.devices import assign_devices
-    live = _Builder(mod, mod.functions[entry]).run(entry)
+    live = _Builder(mod, mod.functions[entry], hoist_constants).run(entry)
     assign_devices(live)
     return live
 

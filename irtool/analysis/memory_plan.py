@@ -26,10 +26,11 @@ from __future__ import annotations
 import bisect
 import itertools
 import random
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from irtool.analysis.liveness import ALIAS, CALL, CONSTANT, PARAM, Device, Liveness, device_key
+from irtool.analysis.liveness import ALIAS, CALL, CONSTANT, PARAM, Device, Liveness, compute_liveness, device_key
 from irtool.ir.expr import Attrs, AttrValue, Call, Expr, Function, Op
 from irtool.ir.module import IRModule
 from irtool.ir.span import Span
@@ -56,6 +57,10 @@ class MemoryPlan:
     storages: list[Storage] = field(default_factory=list)
     # tensor index -> (storage index, byte offset); planned tensors, plus inputs for tvm-greedy
     placement: dict[int, tuple[int, int]] = field(default_factory=dict)
+    # The overlaps the plan intends (written on `main`; the checker allows no others): an
+    # element-wise result over a dying input, a concatenation's inputs in their slices of it.
+    in_place: bool = False
+    concat_in_place: bool = False
 
     def workspace_bytes(self) -> int:
         """Bytes of all storages that hold intermediate tensors (inputs excluded)."""
@@ -143,11 +148,11 @@ def plan_tvm_greedy(live: Liveness, alignment: int = 64) -> MemoryPlan:
         for t in step.inputs:
             if tensors[t].kind == CONSTANT and t not in plan.placement:
                 new_storage(t, INPUT)
-        if step.kind != ALIAS:
+        if step.kind != ALIAS and not step.hoisted:
             for t in step.outputs:
                 tensor = tensors[t]
                 key = device_key(tensor.device)
-                got = free.take(tensor.nbytes, lambda sid: device_key(plan.storages[sid].device) == key)
+                got = free.take(tensor.nbytes, lambda sid, key=key: device_key(plan.storages[sid].device) == key)
                 if got is None:
                     new_storage(t, TOKEN)
                 else:
@@ -204,7 +209,7 @@ def plan_buffers(live: Liveness, alignment: int = 64, in_place: bool = False,
         buffers.append(owner[t.index])
     in_a_concat: set[int] = set()
     for step in live.steps:
-        if step.kind == ALIAS or len(step.outputs) != 1:
+        if step.kind == ALIAS or step.hoisted or len(step.outputs) != 1:
             continue
         out = tensors[step.outputs[0]]
         mine = owner[out.index]
@@ -244,7 +249,10 @@ def buffers_bound(buffers: list[_Buffer], steps: int) -> dict[object, int]:
     """Per device, the most bytes of `buffers` live at one step: no placement of them uses less."""
     total: dict[object, list[int]] = {}
     for buf in buffers:
-        row = total.setdefault(device_key(buf.device), [0] * (steps + 1))
+        key = device_key(buf.device)
+        if key not in total:
+            total[key] = [0] * (steps + 1)
+        row = total[key]
         for s in range(buf.first, buf.last + 1):
             row[s] += buf.nbytes
     return {key: max(row) for key, row in total.items()}
@@ -262,29 +270,61 @@ ORDERS: dict[str, Callable[[list[_Buffer], int], Callable[[int], tuple]]] = {
 
 def _pressure_key(b: list[_Buffer], pressure: list[int]) -> Callable[[int], tuple]:
     return lambda i: (-pressure[i], -b[i].nbytes, b[i].first, i)
+
+
 # Local-search moves greedy-best tries after the fixed orders when none reaches the bound.
 SEARCH_MOVES = 300
+# Placements the repair pass of greedy-by-size may try (each is one greedy placement of all buffers),
+# and the work (buffers + steps they span, summed over the tries) it may spend: about a second.
+REPAIR_PLACEMENTS = 48
+REPAIR_WORK = 200_000
+# Buffers of the support chain tried per round of the repair.
+REPAIR_CHAIN = 32
 
 
 def plan_greedy_by_size(live: Liveness, alignment: int = 64, in_place: bool = False,
-                        concat_in_place: bool = False) -> MemoryPlan:
-    buffers = plan_buffers(live, alignment, in_place, concat_in_place)
-    return place_buffers(live, buffers, alignment, ORDERS["size"](buffers, len(live.steps)))
+                        concat_in_place: bool = False, repair: int = REPAIR_PLACEMENTS) -> MemoryPlan:
+    """Largest first at the lowest free offset, then (when above the bound) `repair_order`."""
+    def make(reuse: tuple[bool, bool]) -> MemoryPlan:
+        buffers = plan_buffers(live, alignment, *reuse)
+        order = sorted(range(len(buffers)), key=ORDERS["size"](buffers, len(live.steps)))
+        return repair_order(live, buffers, alignment, order, repair)[0]
+    return _with_reuse(make, in_place, concat_in_place)
+
+
+def _with_reuse(make: Callable[[tuple[bool, bool]], MemoryPlan], in_place: bool, concat_in_place: bool) -> MemoryPlan:
+    """The smallest of the plans with each subset of the requested reuse options (ties: more
+    reuse): a reuse option is used only where it pays (a concatenation's buffer lives as long as
+    all of its inputs together, which can raise the peak)."""
+    choices = list(dict.fromkeys([(in_place, concat_in_place), (in_place, False), (False, concat_in_place),
+                                  (False, False)]))
+    best: MemoryPlan | None = None
+    for reuse in choices:
+        plan = make(reuse)
+        plan.in_place, plan.concat_in_place = reuse
+        if best is None or plan.workspace_bytes() < best.workspace_bytes():
+            best = plan
+    assert best is not None
+    return best
 
 
 def plan_greedy_best(live: Liveness, alignment: int = 64, in_place: bool = False,
                      concat_in_place: bool = False, moves: int = SEARCH_MOVES) -> MemoryPlan:
-    """Greedy placement in each of `ORDERS`; the smallest arena wins (ties: the earlier order), so
-    never worse than greedy-by-size. Unless that reaches the bound of the buffers, a local search
-    follows: up to `moves` times a buffer that ends at the top of the arena is moved earlier in the
-    order (seeded, so the plan is reproducible); the new order is kept when its arena is no larger."""
+    """Greedy placement in each of `ORDERS`, each repaired; the smallest arena wins (ties: the
+    earlier order), so never worse than greedy-by-size. Unless that reaches the bound of the
+    buffers, a local search follows: up to `moves` times a buffer that ends at the top of the arena
+    is moved earlier in the order (seeded, so the plan is reproducible); the new order is kept when
+    its arena is no larger."""
+    return _with_reuse(lambda reuse: _greedy_best(live, alignment, reuse, moves), in_place, concat_in_place)
+
+
+def _greedy_best(live: Liveness, alignment: int, reuse: tuple[bool, bool], moves: int) -> MemoryPlan:
     steps = len(live.steps)
-    buffers = plan_buffers(live, alignment, in_place, concat_in_place)
-    orders = [sorted(range(len(buffers)), key=make(buffers, steps)) for make in ORDERS.values()]
-    plans = [place_buffers(live, buffers, alignment, _by_position(order)) for order in orders]
-    best_at = min(range(len(plans)), key=lambda k: plans[k].workspace_bytes())
-    best, order = plans[best_at], orders[best_at]
-    bound = sum(align_up(b, alignment) for b in buffers_bound(buffers, steps).values())
+    buffers = plan_buffers(live, alignment, *reuse)
+    tries = [repair_order(live, buffers, alignment, sorted(range(len(buffers)), key=make(buffers, steps)))
+             for make in ORDERS.values()]
+    best, order = min(tries, key=lambda got: got[0].workspace_bytes())
+    bound = _arena_bound(buffers, steps, alignment)
     rng = random.Random(0)
     for _ in range(moves if len(buffers) > 1 else 0):
         if best.workspace_bytes() <= bound:
@@ -300,11 +340,109 @@ def plan_greedy_best(live: Liveness, alignment: int = 64, in_place: bool = False
     return best
 
 
-def _at_top(plan: MemoryPlan, buf: _Buffer) -> bool:
-    """The buffer ends where its arena ends (so moving it may shrink the arena)."""
+def _arena_bound(buffers: list[_Buffer], steps: int, alignment: int) -> int:
+    """Per device, the most any placement of `buffers` at `alignment` needs at one step, summed:
+    every buffer live there but the highest is followed by an aligned offset, so it takes its
+    size rounded up; the highest takes its size."""
+    total: dict[object, list[int]] = {}
+    waste: dict[object, list[int]] = {}
+    for buf in buffers:
+        key = device_key(buf.device)
+        if key not in total:
+            total[key], waste[key] = [0] * (steps + 1), [0] * (steps + 1)
+        row, loss = total[key], waste[key]
+        padded = align_up(buf.nbytes, alignment)
+        for s in range(buf.first, buf.last + 1):
+            row[s] += padded
+            loss[s] = max(loss[s], padded - buf.nbytes)
+    return sum(max(t - w for t, w in zip(total[key], waste[key])) for key in total)
+
+
+def repair_order(live: Liveness, buffers: list[_Buffer], alignment: int, order: list[int],
+                 budget: int = REPAIR_PLACEMENTS) -> tuple[MemoryPlan, list[int]]:
+    """Greedy placement in `order`, then a bounded, deterministic repair while above the bound.
+
+    The arena's height is set by the buffers that reach its top and, under them, the chain of
+    buffers each one rests on (same storage, ranges meet, it starts where the other ends). Placed
+    earlier, one of those may leave room lower down: each chain buffer is tried just before each
+    earlier buffer it meets in the order (every try is one full greedy placement; at most `budget`
+    tries). The best try (smallest arena, then fewest buffers at the top) is kept when it is no
+    worse, and a buffer moved once is not moved again, so equal-height moves cannot cycle.
+    DenseNet's concatenation chain is the case: size order puts a block's last, largest
+    concatenation at the bottom, where the longer-lived one before it belongs."""
+    plan = place_buffers(live, buffers, alignment, _by_position(order))
+    bound = _arena_bound(buffers, len(live.steps), alignment)
+    work = len(buffers) + sum(b.last - b.first + 1 for b in buffers)
+    budget = min(budget, REPAIR_WORK // max(work, 1))
+    score = _height(plan, buffers)
+    moved: set[int] = set()
+    used = 0
+    while plan.workspace_bytes() > bound and used < budget:
+        best: tuple[tuple[int, int], MemoryPlan, list[int], int] | None = None
+        position = {i: k for k, i in enumerate(order)}
+        for c in _support_chain(plan, buffers, alignment, moved)[:REPAIR_CHAIN]:
+            k = position[c]
+            for p in range(k):
+                if used >= budget:
+                    break
+                if not _meet(buffers[order[p]], buffers[c]):
+                    continue
+                trial = order[:p] + [c] + order[p:k] + order[k + 1:]
+                got = place_buffers(live, buffers, alignment, _by_position(trial))
+                used += 1
+                height = _height(got, buffers)
+                if best is None or height < best[0]:
+                    best = (height, got, trial, c)
+        if best is None or best[0] > score:
+            break
+        score, plan, order, c = best
+        moved.add(c)
+    return plan, order
+
+
+def _meet(a: _Buffer, b: _Buffer) -> bool:
+    """Both are live at some step, in one arena."""
+    return a.first <= b.last and b.first <= a.last and device_key(a.device) == device_key(b.device)
+
+
+def _placed_at(plan: MemoryPlan, buf: _Buffer) -> tuple[int, int]:
+    """(storage, offset) of a buffer (its first member sits at its offset plus its delta)."""
     t, delta = buf.members[0]
     sid, offset = plan.placement[t]
-    return offset - delta + buf.nbytes == plan.storages[sid].nbytes
+    return sid, offset - delta
+
+
+def _height(plan: MemoryPlan, buffers: list[_Buffer]) -> tuple[int, int]:
+    """What the repair minimises: the arena bytes, then how many buffers reach an arena's top."""
+    return plan.workspace_bytes(), sum(1 for b in buffers if _at_top(plan, b))
+
+
+def _support_chain(plan: MemoryPlan, buffers: list[_Buffer], alignment: int, moved: set[int]) -> list[int]:
+    """The buffers at the top of their arena and, transitively, the buffers they rest on (nearest
+    first); buffers in `moved` are left out, but the chain runs through them."""
+    where = [_placed_at(plan, b) for b in buffers]
+    ending: dict[tuple[int, int], list[int]] = {}  # (storage, aligned end) -> buffers
+    for y, b in enumerate(buffers):
+        ending.setdefault((where[y][0], align_up(where[y][1] + b.nbytes, alignment)), []).append(y)
+    frontier = deque(i for i, b in enumerate(buffers) if _at_top(plan, b))
+    seen = set(frontier)
+    chain: list[int] = []
+    while frontier and len(chain) < REPAIR_CHAIN + len(moved):
+        x = frontier.popleft()
+        chain.append(x)
+        if where[x][1] == 0:
+            continue
+        for y in ending.get(where[x], ()):
+            if y not in seen and _meet(buffers[y], buffers[x]):
+                seen.add(y)
+                frontier.append(y)
+    return [i for i in chain if i not in moved]
+
+
+def _at_top(plan: MemoryPlan, buf: _Buffer) -> bool:
+    """The buffer ends where its arena ends (so moving it may shrink the arena)."""
+    sid, offset = _placed_at(plan, buf)
+    return offset + buf.nbytes == plan.storages[sid].nbytes
 
 
 def _by_position(order: list[int]) -> Callable[[int], int]:
@@ -376,7 +514,11 @@ def plan_memory(live: Liveness, algorithm: str = "greedy-by-size", alignment: in
 # On `main`.
 PLAN_ALGORITHM = "memory_plan"
 PLAN_FUNC_ATTRS = ("memory_plan", "alignment", "workspace_bytes", "storage_bytes", "storage_devices",
-                   "param_storage_ids", "constant_storage_ids", "tvm_storage_sizes")
+                   "param_storage_ids", "constant_storage_ids", "tvm_storage_sizes", "in_place", "concat_in_place",
+                   "hoist_constants")
+# Written `hoist_constants=false` on `main` when the plan was made without hoisting, so that readers
+# recompute the same liveness (`plan_liveness`).
+HOIST_CONSTANTS = "hoist_constants"
 # On each call of `main` that writes tensors; a list when the call returns a tuple.
 STORAGE_ID, STORAGE_OFFSET = "storage_id", "storage_offset"
 
@@ -405,7 +547,7 @@ def annotate(mod: IRModule, live: Liveness, plan: MemoryPlan, entry: str = "main
     func = live.func
     step_attrs: dict[int, dict[str, AttrValue]] = {}
     for step in live.steps:
-        if step.kind == ALIAS or not step.outputs:
+        if step.kind == ALIAS or step.hoisted or not step.outputs:
             continue
         if not can_carry_plan(step.call):
             raise DiagnosticError("plan-memory: a memory plan is written on calls of fused functions; "
@@ -443,6 +585,12 @@ def annotate(mod: IRModule, live: Liveness, plan: MemoryPlan, entry: str = "main
         fattrs["constant_storage_ids"] = tuple(consts)
     if plan.algorithm == "tvm-greedy":
         fattrs["tvm_storage_sizes"] = tuple(s.first_bytes for s in plan.storages)
+    if plan.in_place:
+        fattrs["in_place"] = True
+    if plan.concat_in_place:
+        fattrs["concat_in_place"] = True
+    if not live.hoist_constants:
+        fattrs[HOIST_CONSTANTS] = False
     out = mod.copy()
     out.functions[entry] = Function(func.params, body, func.ret_type, func.type_params, Attrs(fattrs), func.span)
     return out
@@ -453,6 +601,12 @@ def _ints(value: AttrValue, what: str, span: Span | None) -> list[int]:
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in items):
         raise DiagnosticError(f"memory plan: `{what}` must be an integer or a list of integers", span)
     return items  # type: ignore[return-value]
+
+
+def plan_liveness(mod: IRModule, entry: str = "main") -> Liveness:
+    """The liveness a plan on `entry` was made for: hoisting unless `main` says
+    `hoist_constants=false` (readers of a plan use this, so they see the steps the planner saw)."""
+    return compute_liveness(mod, entry, hoist_constants=mod.functions[entry].attrs.get(HOIST_CONSTANTS) is not False)
 
 
 def read_plan(live: Liveness) -> MemoryPlan | None:
@@ -473,7 +627,8 @@ def read_plan(live: Liveness) -> MemoryPlan | None:
         raise DiagnosticError("memory plan: `storage_devices` and `storage_bytes` differ in length", span)
     inputs = {"param_storage_ids": [t.index for t in live.tensors if t.kind == PARAM],
               "constant_storage_ids": [t.index for t in live.tensors if t.kind == CONSTANT]}
-    plan = MemoryPlan(str(algorithm), alignment)
+    plan = MemoryPlan(str(algorithm), alignment, in_place=attrs.get("in_place") is True,
+                      concat_in_place=attrs.get("concat_in_place") is True)
     kind = ARENA if algorithm in ARENA_PLANNERS else TOKEN
     plan.storages = [Storage(i, d, n, kind, n) for i, (n, d) in enumerate(zip(sizes, devices))]
     for name, tids in inputs.items():
@@ -487,8 +642,8 @@ def read_plan(live: Liveness) -> MemoryPlan | None:
             if 0 <= sid < len(plan.storages):
                 plan.storages[sid].kind = INPUT
     for step in live.steps:
-        if step.kind == ALIAS or not step.outputs:
-            continue
+        if step.kind == ALIAS or step.hoisted or not step.outputs:
+            continue  # a hoisted step's storage attributes (from a plan without hoisting) are not used
         call = step.call
         if STORAGE_ID not in call.attrs or STORAGE_OFFSET not in call.attrs:
             raise DiagnosticError("memory plan: this call has no `storage_id`/`storage_offset`", call.span)
@@ -501,3 +656,31 @@ def read_plan(live: Liveness) -> MemoryPlan | None:
         for t, sid, offset in zip(step.outputs, sids, offsets):
             plan.placement[t] = (sid, offset)
     return plan
+
+
+def concat_parents(live: Liveness, plan: MemoryPlan) -> dict[int, int]:
+    """Tensor -> the concatenation result that holds it exactly at its slice, for a plan made with
+    concatenate-in-place (re-derived from the IR and the placement, not taken from the planner)."""
+    parent: dict[int, int] = {}
+    if not plan.concat_in_place:
+        return parent
+    for step in live.steps:
+        if step.concat_offsets is None or step.kind == ALIAS or step.hoisted or len(step.outputs) != 1:
+            continue
+        out = plan.placement.get(step.outputs[0])
+        if out is None:
+            continue
+        for t, delta in zip(step.inputs, step.concat_offsets):
+            if (live.tensors[t].kind == CALL and t not in parent and step.inputs.count(t) == 1
+                    and plan.placement.get(t) == (out[0], out[1] + delta)):
+                parent[t] = step.outputs[0]
+    return parent
+
+
+def concats_in_place(live: Liveness, plan: MemoryPlan) -> set[int]:
+    """Steps (indices) of concatenations whose every input already sits at its slice of the
+    result: running them would copy each byte onto itself, so code generation may skip them."""
+    parent = concat_parents(live, plan)
+    return {step.index for step in live.steps
+            if step.concat_offsets is not None and step.outputs and step.inputs
+            and all(parent.get(t) == step.outputs[0] for t in step.inputs)}

@@ -24,7 +24,7 @@ from irtool.syntax.diagnostics import DiagnosticError
 # No plan-memory here: without a plan on `main`, codegen plans greedy-by-size itself and leaves
 # out the results kernels write straight into the caller's output buffers, which a general
 # plan-memory (that plans every tensor of `main`) cannot know.
-DEFAULT_PIPELINE = "simplify-inference,fuse-ops,lower"
+DEFAULT_PIPELINE = "simplify-inference,alter-layout,fuse-ops,lower"
 # Operators a lowered `main` may still call directly (everything else is a kernel).
 _LOWERED_OPS = frozenset({"call_lowered", "reshape", "device_copy", "on_device"})
 

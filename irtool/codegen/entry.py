@@ -1,13 +1,20 @@
-"""The lowered `main` → `int32_t <prefix>_run(const struct inputs*, struct outputs*, void* workspace)`,
-and the whole LLVM module around it (kernels, constants, the workspace size).
+"""The lowered `main` → `int32_t <prefix>_run(const struct inputs*, struct outputs*, void* workspace)`
+and `int32_t <prefix>_init(void)`, and the whole LLVM module around them (kernels, constants,
+the workspace size).
 
 `main` runs AOT style: its steps (liveness order) become straight-line calls of the kernels, with
 every intermediate tensor at its memory-plan offset in the caller's workspace. The plan is read
 from `main` when `plan-memory` wrote it, otherwise computed here (greedy-by-size, 64-byte
 alignment); each storage of the plan gets its own 64-byte-aligned region of the one workspace.
 A kernel output that is also a result of `main` is written straight into the caller's output
-buffer; other results (parameters, constants, a tensor returned twice) are copied there at the end.
-Constant tensors become 64-byte-aligned global constant arrays, so one object file is a whole model.
+buffer; other results (parameters, constants, hoisted tensors, a tensor returned twice) are copied
+there at the end. Constant tensors become 64-byte-aligned global constant arrays, so one object
+file is a whole model.
+
+Steps that compute only from constants (*hoisted*, see `irtool.analysis.liveness`: the zoo's
+`full(...)` weights and what is derived from them) run once, in `<prefix>_init`, into a static
+zero-initialised pool (`.bss`: the object file stays small); `_run` calls `_init` on its first
+call. Pool tensors read only by other hoisted steps share space once their readers have run.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from irtool.analysis.liveness import ALIAS, CALL, COPY, Liveness, compute_liveness, flatten_type
+from irtool.analysis.liveness import ALIAS, CALL, COPY, Liveness, Step, compute_liveness, flatten_type
 from irtool.analysis.memory_plan import INPUT, MemoryPlan, plan_memory, read_plan
 from irtool.analysis.typecheck import infer_types
 from irtool.codegen.target import TargetOptions
@@ -32,6 +39,10 @@ from irtool.lower.signature import num_outputs
 from irtool.syntax.diagnostics import DiagnosticError
 
 ALIGN = 64
+
+# Where a tensor of `main` lives: the caller's input or output buffers, a constant global, the
+# caller's workspace, or the static pool of hoisted tensors.
+INPUTS, OUTPUTS, CONSTANTS, WORKSPACE, POOL = "in", "out", "const", "ws", "pool"
 
 
 @dataclass(frozen=True)
@@ -50,7 +61,7 @@ class TensorSpec:
 
 @dataclass
 class ABI:
-    """What callers of `<prefix>_run` must know (the header states the same)."""
+    """What callers of `<prefix>_init` and `<prefix>_run` must know (the header states the same)."""
 
     prefix: str
     inputs: list[TensorSpec]
@@ -58,6 +69,7 @@ class ABI:
     workspace_bytes: int
     result_type: Type | None
     assert_messages: list[str] = field(default_factory=list)
+    pool_bytes: int = 0   # the static pool `_init` fills (hoisted tensors)
 
 
 @dataclass
@@ -67,6 +79,49 @@ class GeneratedModule:
     abi: ABI | None   # None for a module without `main` (kernels only, exported by name)
     kernels: list[str]
     external_constants: dict[str, np.ndarray] = field(default_factory=dict)  # symbol -> data
+    layout: MainLayout | None = None
+    # Without embedded constants (the JIT), the pool is external too: the runtime binds this
+    # symbol to memory of its own (numpy's, which asks the kernel for huge pages).
+    pool_symbol: str | None = None
+
+
+@dataclass(frozen=True)
+class Location:
+    """`region` (INPUTS, OUTPUTS, CONSTANTS, WORKSPACE or POOL), `index` (the input or output slot,
+    the constant's tensor; 0 otherwise) and the byte offset in it."""
+
+    region: str
+    index: int
+    offset: int
+
+    @property
+    def align(self) -> int:
+        """The alignment this location guarantees (every region starts 64-byte aligned)."""
+        return ALIGN if self.offset % ALIGN == 0 else self.offset & -self.offset
+
+
+@dataclass
+class MainLayout:
+    """Where every tensor of `main` is while `_init` and `_run` execute: the generated code and
+    the per-kernel profiler (`irtool.runtime.profile`) both place tensors by it."""
+
+    live: Liveness
+    locations: dict[int, Location]
+    direct: dict[int, int]   # tensor -> the output slot a kernel writes it into directly
+    workspace_bytes: int
+    pool_bytes: int
+
+    def run_steps(self) -> list[Step]:
+        """The steps `_run` executes (kernels and copies that are not hoisted)."""
+        return [s for s in self.live.steps if s.kind != ALIAS and not s.hoisted]
+
+    def init_steps(self) -> list[Step]:
+        """The steps `_init` executes once."""
+        return [s for s in self.live.steps if s.hoisted]
+
+    def copied_results(self) -> list[tuple[int, int]]:
+        """(output slot, tensor) of the results `_run` copies at its end."""
+        return [(k, t) for k, t in enumerate(self.live.outputs) if self.direct.get(t) != k]
 
 
 def sanitize(name: str) -> str:
@@ -75,8 +130,8 @@ def sanitize(name: str) -> str:
     return text if text and not text[0].isdigit() else "_" + text
 
 
-def _pow2_align(offset: int) -> int:
-    return ALIGN if offset % ALIGN == 0 else offset & -offset
+def _align_up(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
 def _encode_bytes(data: bytes) -> str:
@@ -90,6 +145,74 @@ def _encode_bytes(data: bytes) -> str:
     return out.tobytes().decode("ascii")
 
 
+def plan_workspace(live: Liveness, outside: set[int]) -> MemoryPlan:
+    """greedy-by-size over the tensors that live in the workspace: those in `outside` count
+    as taking no bytes there."""
+    tensors = [replace(t, nbytes=0) if t.index in outside else t for t in live.tensors]
+    return plan_memory(replace(live, tensors=tensors), "greedy-by-size", ALIGN)
+
+
+def plan_pool(live: Liveness) -> tuple[dict[int, int], int]:
+    """Byte offsets of the hoisted tensors in the pool, and its size. A hoisted tensor read by a
+    step of `_run` (or returned) lives for good; one read only by hoisted steps is dead after its
+    last reader, and a later hoisted tensor may take its place (first fit, largest first)."""
+    hoisted = live.hoisted()
+    forever = len(live.steps)
+    last = {t.index: t.step for t in hoisted}
+    for step in live.steps:
+        if step.kind == ALIAS:  # a view: its readers read the same tensor
+            continue
+        for t in step.inputs:
+            if t in last:
+                last[t] = max(last[t], step.index if step.hoisted else forever)
+    for t in live.outputs:
+        if t in last:
+            last[t] = forever
+    placed: list[tuple[int, int, int, int]] = []   # offset, end, first step, last step
+    offsets: dict[int, int] = {}
+    for t in sorted(hoisted, key=lambda t: (-t.nbytes, t.index)):
+        size, first, end_step = _align_up(t.nbytes), t.step, last[t.index]
+        at = 0
+        for lo, hi in sorted((o, e) for o, e, f, lst in placed if f <= end_step and first <= lst):
+            if at + size <= lo:
+                break
+            at = max(at, hi)
+        offsets[t.index] = at
+        placed.append((at, at + size, first, end_step))
+    return offsets, max((e for _, e, _, _ in placed), default=0)
+
+
+def layout_main(mod: IRModule) -> MainLayout:
+    """The liveness of `main` (type checked) and the location of each of its tensors."""
+    live = compute_liveness(mod, "main")
+    # Results of main that a kernel of `_run` writes go straight to the caller's output buffers.
+    direct: dict[int, int] = {}
+    for k, t in enumerate(live.outputs):
+        if live.tensors[t].kind == CALL and t not in direct:
+            direct[t] = k
+    plan = read_plan(live) or plan_workspace(live, set(direct))
+    bases: dict[int, int] = {}
+    ws_bytes = 0
+    for s in plan.storages:
+        if s.kind != INPUT:
+            bases[s.index] = ws_bytes
+            ws_bytes += _align_up(s.nbytes)
+    locations: dict[int, Location] = {}
+    for k, t in enumerate(t for ts in live.params for t in ts):
+        locations[t] = Location(INPUTS, k, 0)
+    for t in live.constants:
+        locations[t] = Location(CONSTANTS, t, 0)
+    for t, k in direct.items():
+        locations[t] = Location(OUTPUTS, k, 0)
+    for t, (storage, offset) in plan.placement.items():
+        if live.tensors[t].kind == CALL and t not in locations:
+            locations[t] = Location(WORKSPACE, 0, bases[storage] + offset)
+    pool, pool_bytes = plan_pool(live)
+    for t, offset in pool.items():
+        locations[t] = Location(POOL, 0, offset)
+    return MainLayout(live, locations, direct, ws_bytes, pool_bytes)
+
+
 class _EntryBuilder:
     def __init__(self, mod: IRModule, prefix: str, ctx: ModuleContext,
                  external_constants: dict[str, np.ndarray] | None) -> None:
@@ -100,53 +223,36 @@ class _EntryBuilder:
         self.lines: list[str] = []
         self.globals: list[str] = []
         self.temps = 0
+        self.constant_symbols: dict[int, str] = {}
         # kernel name -> per-parameter alignment guaranteed by every call site
         self.kernel_align: dict[str, list[int]] = {}
         self.kernel_may_alias: set[str] = set()
+        self.run_kernels: set[str] = set()   # kernels `_run` calls (the others only run in `_init`)
+        self.in_init = False
 
     def emit(self, text: str) -> str:
         self.temps += 1
         self.lines.append(f"  %e{self.temps} = {text}")
         return f"%e{self.temps}"
 
-    def build(self, main: Function) -> tuple[str, ABI]:
+    def build(self, main: Function) -> tuple[str, ABI, MainLayout]:
         infer_types(self.mod)
-        live = compute_liveness(self.mod, "main")
-        # Results of main that a kernel writes go straight to the caller's output buffers.
-        direct: dict[int, int] = {}
-        for k, t in enumerate(live.outputs):
-            if live.tensors[t].kind == CALL and t not in direct:
-                direct[t] = k
-        plan = read_plan(live) or self.plan(live, set(direct))
-        bases, ws_bytes = self.layout(plan)
+        layout = layout_main(self.mod)
+        live = layout.live
         inputs = self.input_specs(main, live)
         # Shapes from main's result type: a view (reshape) shares its source's tensor but not its shape.
         result_types = flatten_type(main.body.checked_type, main.span)
         outputs = [TensorSpec(f"output{k}", f"output{k}", tuple(int(d) for d in t.shape), t.dtype)
                    for k, t in enumerate(result_types)]
+        self.define_constants(live)
+        init_text = self.init_function(layout)
+        run_text = self.run_function(layout, len(inputs), len(outputs))
+        self.globals.append(f"@{self.prefix}_workspace_size = constant i64 {layout.workspace_bytes}, align 8")
+        abi = ABI(self.prefix, inputs, outputs, layout.workspace_bytes, main.body.checked_type,
+                  pool_bytes=layout.pool_bytes)
+        return init_text + run_text, abi, layout
 
-        self.lines.append("entry:")
-        in_ptrs = []
-        for k, _ in enumerate(inputs):
-            slot = self.emit(f"getelementptr inbounds ptr, ptr %in, i64 {k}")
-            in_ptrs.append(self.emit(f"load ptr, ptr {slot}, align 8"))
-        out_ptrs = []
-        for k, _ in enumerate(outputs):
-            slot = self.emit(f"getelementptr inbounds ptr, ptr %out, i64 {k}")
-            out_ptrs.append(self.emit(f"load ptr, ptr {slot}, align 8"))
-        checks = in_ptrs + out_ptrs + (["%ws"] if ws_bytes else [])
-        bad = "false"
-        for p in checks:
-            low = self.emit(f"and i64 {self.emit(f'ptrtoint ptr {p} to i64')}, {ALIGN - 1}")
-            bad = self.emit(f"or i1 {bad}, {self.emit(f'icmp ne i64 {low}, 0')}")
-        self.lines += [f"  br i1 {bad}, label %misaligned, label %body", "misaligned:",
-                       f"  ret i32 {STATUS_MISALIGNED}", "body:"]
-
-        # tensor -> (LLVM pointer value, alignment, memory region, byte offset in the region)
-        pointer: dict[int, tuple[str, int, str, int]] = {}
-        flat_params = [t for ts in live.params for t in ts]
-        for k, t in enumerate(flat_params):
-            pointer[t] = (in_ptrs[k], ALIGN, f"in{k}", 0)
+    def define_constants(self, live: Liveness) -> None:
         for t, const in live.constants.items():
             data = np.ascontiguousarray(const.data)
             if self.external_constants is None:
@@ -159,53 +265,94 @@ class _EntryBuilder:
                 name = f"{self.prefix}_c{t}_{data.dtype}_{digest}"
                 self.globals.append(f"@{name} = external global [{data.nbytes} x i8], align {ALIGN}")
                 self.external_constants[name] = data
-            pointer[t] = (f"@{name}", ALIGN, name, 0)
-        for t, k in direct.items():
-            pointer[t] = (out_ptrs[k], ALIGN, f"out{k}", 0)
-        for t, (storage, offset) in plan.placement.items():
-            tensor = live.tensors[t]
-            if tensor.kind != CALL or t in pointer:
-                continue
-            at = bases[storage] + offset
-            value = self.emit(f"getelementptr inbounds i8, ptr %ws, i64 {at}") if at else "%ws"
-            pointer[t] = (value, _pow2_align(at), "ws", at)
+            self.constant_symbols[t] = name
 
-        for step in live.steps:
-            if step.kind == ALIAS:
-                continue
+    @property
+    def pool(self) -> str:
+        """The pool's symbol: `<prefix>_pool`, or in the JIT `<prefix>.pool` (made unique later)."""
+        return f"@{self.prefix}_pool" if self.external_constants is None else f"@{self.prefix}.pool"
+
+    def static_address(self, loc: Location) -> str:
+        """The address of a constant or pool location, as a constant expression."""
+        if loc.region == CONSTANTS:
+            return f"@{self.constant_symbols[loc.index]}"
+        base = self.pool
+        return f"getelementptr inbounds (i8, ptr {base}, i64 {loc.offset})" if loc.offset else base
+
+    def init_function(self, layout: MainLayout) -> str:
+        """`<prefix>_init`: the hoisted steps, once (an acquire/release flag marks them done)."""
+        p = self.prefix
+        head = f"define i32 @{p}_init() #0 {{"
+        steps = layout.init_steps()
+        if not steps:
+            return "\n".join([head, "entry:", f"  ret i32 {STATUS_OK}", "}", ""])
+        storage = "internal global" if self.external_constants is None else "external global"
+        initial = " zeroinitializer" if self.external_constants is None else ""
+        self.globals += [f"{self.pool} = {storage} [{layout.pool_bytes} x i8]{initial}, align {ALIGN}",
+                         f"@{p}_ready = internal global i8 0, align 1"]
+        self.lines = ["entry:"]
+        done = self.emit(f"load atomic i8, ptr @{p}_ready acquire, align 1")
+        self.lines += [f"  br i1 {self.emit(f'icmp ne i8 {done}, 0')}, label %ready, label %body",
+                       "ready:", f"  ret i32 {STATUS_OK}", "body:"]
+        pointer = {t: self.static_address(loc) for t, loc in layout.locations.items()
+                   if loc.region in (CONSTANTS, POOL)}
+        self.in_init = True
+        for step in steps:
+            self.kernel_call(step, layout, pointer)
+        self.in_init = False
+        self.lines += [f"  store atomic i8 1, ptr @{p}_ready release, align 1", f"  ret i32 {STATUS_OK}"]
+        return "\n".join([head, *self.lines, "}", ""])
+
+    def run_function(self, layout: MainLayout, n_inputs: int, n_outputs: int) -> str:
+        p = self.prefix
+        live = layout.live
+        self.lines = ["entry:"]
+        in_ptrs = []
+        for k in range(n_inputs):
+            slot = self.emit(f"getelementptr inbounds ptr, ptr %in, i64 {k}")
+            in_ptrs.append(self.emit(f"load ptr, ptr {slot}, align 8"))
+        out_ptrs = []
+        for k in range(n_outputs):
+            slot = self.emit(f"getelementptr inbounds ptr, ptr %out, i64 {k}")
+            out_ptrs.append(self.emit(f"load ptr, ptr {slot}, align 8"))
+        checks = in_ptrs + out_ptrs + (["%ws"] if layout.workspace_bytes else [])
+        bad = "false"
+        for ptr in checks:
+            low = self.emit(f"and i64 {self.emit(f'ptrtoint ptr {ptr} to i64')}, {ALIGN - 1}")
+            bad = self.emit(f"or i1 {bad}, {self.emit(f'icmp ne i64 {low}, 0')}")
+        self.lines += [f"  br i1 {bad}, label %misaligned, label %body", "misaligned:",
+                       f"  ret i32 {STATUS_MISALIGNED}", "body:"]
+        if layout.init_steps():
+            done = self.emit(f"load atomic i8, ptr @{p}_ready acquire, align 1")
+            self.lines.append(f"  br i1 {self.emit(f'icmp eq i8 {done}, 0')}, label %init, label %run")
+            self.lines.append("init:")
+            status = self.emit(f"call i32 @{p}_init()")
+            self.lines += [f"  br i1 {self.emit(f'icmp ne i32 {status}, 0')}, label %init_failed, label %run",
+                           "init_failed:", f"  ret i32 {status}", "run:"]
+
+        pointer: dict[int, str] = {}
+        for t, loc in layout.locations.items():
+            if loc.region == INPUTS:
+                pointer[t] = in_ptrs[loc.index]
+            elif loc.region == OUTPUTS:
+                pointer[t] = out_ptrs[loc.index]
+            elif loc.region == WORKSPACE:
+                pointer[t] = self.emit(f"getelementptr inbounds i8, ptr %ws, i64 {loc.offset}") if loc.offset \
+                    else "%ws"
+            else:
+                pointer[t] = self.static_address(loc)
+        for step in layout.run_steps():
             if step.kind == COPY:
                 for src, dst in zip(step.inputs, step.outputs):
-                    self.memcpy(pointer[dst][0], pointer[src][0], live.tensors[dst].nbytes)
-                continue
-            self.kernel_call(step, live, pointer)
-        for k, t in enumerate(live.outputs):
-            if direct.get(t) != k:
-                self.memcpy(out_ptrs[k], pointer[t][0], live.tensors[t].nbytes)
+                    self.memcpy(pointer[dst], pointer[src], live.tensors[dst].nbytes)
+            else:
+                self.kernel_call(step, layout, pointer)
+        for k, t in layout.copied_results():
+            self.memcpy(out_ptrs[k], pointer[t], live.tensors[t].nbytes)
         self.lines.append(f"  ret i32 {STATUS_OK}")
-
-        head = (f"define i32 @{self.prefix}_run(ptr noalias nocapture readonly %in, "
+        head = (f"define i32 @{p}_run(ptr noalias nocapture readonly %in, "
                 f"ptr noalias nocapture readonly %out, ptr %ws) #0 {{")
-        self.globals.append(f"@{self.prefix}_workspace_size = constant i64 {ws_bytes}, align 8")
-        abi = ABI(self.prefix, inputs, outputs, ws_bytes, main.body.checked_type)
-        return "\n".join([head, *self.lines, "}", ""]), abi
-
-    @staticmethod
-    def plan(live: Liveness, outside: set[int]) -> MemoryPlan:
-        """greedy-by-size over the tensors that live in the workspace: those in `outside` count
-        as taking no bytes there."""
-        tensors = [replace(t, nbytes=0) if t.index in outside else t for t in live.tensors]
-        return plan_memory(replace(live, tensors=tensors), "greedy-by-size", ALIGN)
-
-    def layout(self, plan: MemoryPlan) -> tuple[dict[int, int], int]:
-        """Byte base of every non-input storage in the workspace, and the workspace size."""
-        bases: dict[int, int] = {}
-        at = 0
-        for s in plan.storages:
-            if s.kind == INPUT:
-                continue
-            bases[s.index] = at
-            at += (s.nbytes + ALIGN - 1) // ALIGN * ALIGN
-        return bases, at
+        return "\n".join([head, *self.lines, "}", ""])
 
     def input_specs(self, main: Function, live: Liveness) -> list[TensorSpec]:
         specs: list[TensorSpec] = []
@@ -229,34 +376,24 @@ class _EntryBuilder:
         self.lines.append(f"  call void @llvm.memcpy.p0.p0.i64(ptr align {ALIGN} {dst}, ptr align 1 {src}, "
                           f"i64 {nbytes}, i1 false)")
 
-    def kernel_call(self, step: object, live: Liveness, pointer: dict[int, tuple[str, int, str, int]]) -> None:
-        call = step.call  # type: ignore[attr-defined]
-        target = call.args[0] if isinstance(call.op, Op) and call.op.name == "call_lowered" and call.args else None
-        func = self.mod.functions.get(target.name_hint) if isinstance(target, GlobalVar) else None
-        if not isinstance(func, PrimFunc):
-            label = step.label  # type: ignore[attr-defined]
-            raise DiagnosticError(f"irtool-llc: `main` must only call lowered kernels (`call_lowered` of a primfn), "
-                                  f"reshape views and device copies; this step runs `{label}` — run the "
-                                  f"`lower` pipeline first", call.span)
-        name = target.name_hint
-        tensors = list(step.inputs) + list(step.outputs)  # type: ignore[attr-defined]
-        if len(tensors) != len(func.params) or num_outputs(func) != len(step.outputs):  # type: ignore[attr-defined]
-            raise DiagnosticError(f"irtool-llc: @{name} takes {len(func.params)} buffers "
-                                  f"({num_outputs(func)} outputs) but is called with {len(tensors)}", call.span)
-        aligns = [pointer[t][1] for t in tensors]
+    def kernel_call(self, step: Step, layout: MainLayout, pointer: dict[int, str]) -> None:
+        name, _ = step_kernel(self.mod, step)
+        if not self.in_init:
+            self.run_kernels.add(name)
+        live = layout.live
+        tensors = list(step.inputs) + list(step.outputs)
+        locs = [layout.locations[t] for t in tensors]
+        aligns = [loc.align for loc in locs]
         old = self.kernel_align.get(name)
         self.kernel_align[name] = aligns if old is None else [min(a, b) for a, b in zip(old, aligns)]
-        outputs = set(step.outputs)  # type: ignore[attr-defined]
-        for t in outputs:
-            _, _, region, at = pointer[t]
-            end = at + live.tensors[t].nbytes
-            for u in tensors:
-                if u == t:
-                    continue
-                _, _, r2, at2 = pointer[u]
-                if r2 == region and at2 < end and at < at2 + live.tensors[u].nbytes:
+        for t in step.outputs:
+            loc = layout.locations[t]
+            end = loc.offset + live.tensors[t].nbytes
+            for u, other in zip(tensors, locs):
+                if u != t and (other.region, other.index) == (loc.region, loc.index) \
+                        and other.offset < end and loc.offset < other.offset + live.tensors[u].nbytes:
                     self.kernel_may_alias.add(name)   # an in-place plan: the kernel must not claim noalias
-        args = ", ".join(f"ptr {pointer[t][0]}" for t in tensors)
+        args = ", ".join(f"ptr {pointer[t]}" for t in tensors)
         result = self.emit(f"call i32 @{self.prefix}_{sanitize(name)}({args})")
         failed = self.emit(f"icmp ne i32 {result}, 0")
         self.temps += 1
@@ -265,28 +402,66 @@ class _EntryBuilder:
         self.lines += [f"  br i1 {failed}, label %{fail}, label %{ok}", f"{fail}:", f"  ret i32 {result}", f"{ok}:"]
 
 
+def step_kernel(mod: IRModule, step: Step) -> tuple[str, PrimFunc]:
+    """The primfn a KERNEL step of a lowered `main` calls (its name and definition), checked
+    against the step's tensors."""
+    call = step.call
+    target = call.args[0] if isinstance(call.op, Op) and call.op.name == "call_lowered" and call.args else None
+    func = mod.functions.get(target.name_hint) if isinstance(target, GlobalVar) else None
+    if not isinstance(func, PrimFunc):
+        raise DiagnosticError(f"irtool-llc: `main` must only call lowered kernels (`call_lowered` of a primfn), "
+                              f"reshape views and device copies; this step runs `{step.label}` — run the "
+                              f"`lower` pipeline first", call.span)
+    name = target.name_hint  # type: ignore[union-attr]
+    n_tensors = len(step.inputs) + len(step.outputs)
+    if n_tensors != len(func.params) or num_outputs(func) != len(step.outputs):
+        raise DiagnosticError(f"irtool-llc: @{name} takes {len(func.params)} buffers "
+                              f"({num_outputs(func)} outputs) but is called with {n_tensors}", call.span)
+    return name, func
+
+
+# Attribute groups of the kernels `main` calls: never inlined into `_init`/`_run` (inlining gains
+# nothing there and makes one huge function, slow to optimise), and the kernels only `_init` runs,
+# once, optimised for size: fully unrolled fill loops of weights took seconds of code generation.
+RUN_KERNEL, INIT_KERNEL = "#1", "#2"
+
+
+def _attribute_groups(base: str) -> list[str]:
+    return [f"attributes #0 = {{ {base} }}", f"attributes {RUN_KERNEL} = {{ {base} noinline }}",
+            f"attributes {INIT_KERNEL} = {{ {base} noinline optsize }}"]
+
+
+def _with_attributes(define: str, group: str) -> str:
+    """A kernel's text with its `define` line (the first) using attribute group `group`."""
+    head, sep, rest = define.partition("\n")
+    return head.replace(") #0 {", f") {group} {{") + sep + rest
+
+
 def generate_module(mod: IRModule, prefix: str, options: TargetOptions,
-                    embed_constants: bool = True) -> GeneratedModule:
-    """The LLVM IR text of a lowered module: kernels, `<prefix>_run`, constants, workspace size.
-    A module without `main` gives its kernels as exported functions `<prefix>_<name>`.
-    With `embed_constants=False` constants are external globals whose data is returned in
-    `external_constants` (the JIT binds them to the arrays: no weights pass through IR text)."""
-    ctx = ModuleContext(fast_math=options.fast_math)
+                    embed_constants: bool = True, export_kernels: bool = False) -> GeneratedModule:
+    """The LLVM IR text of a lowered module: kernels, `<prefix>_init`, `<prefix>_run`, constants,
+    workspace size. A module without `main` gives its kernels as exported functions
+    `<prefix>_<name>`. With `embed_constants=False` constants are external globals whose data is
+    returned in `external_constants` (the JIT binds them to the arrays: no weights pass through IR
+    text). `export_kernels` gives `main`'s kernels external linkage too (the profiler calls them)."""
+    ctx = ModuleContext(fast_math=options.fast_math, threads=options.threads)
     prefix = sanitize(prefix)
     external: dict[str, np.ndarray] = {}
     main = mod.functions.get("main")
     kernels = {n: f for n, f in mod.functions.items() if isinstance(f, PrimFunc)}
     parts: list[str] = []
     abi: ABI | None = None
-    entry_text = ""
+    layout: MainLayout | None = None
     if main is not None:
         if not isinstance(main, Function):
             raise DiagnosticError("irtool-llc: `main` must be a Relay function", getattr(main, "span", None))
         builder = _EntryBuilder(mod, prefix, ctx, None if embed_constants else external)
-        entry_text, abi = builder.build(main)
+        entry_text, abi, layout = builder.build(main)
+        linkage = "" if export_kernels else "internal"
         for name in sorted(builder.kernel_align):
-            parts.append(primfunc_to_llvm(ctx, kernels[name], f"{prefix}_{sanitize(name)}",
-                                          builder.kernel_align[name], name not in builder.kernel_may_alias))
+            define = primfunc_to_llvm(ctx, kernels[name], f"{prefix}_{sanitize(name)}", builder.kernel_align[name],
+                                      name not in builder.kernel_may_alias, linkage)
+            parts.append(_with_attributes(define, RUN_KERNEL if name in builder.run_kernels else INIT_KERNEL))
         parts.append(entry_text)
         globals_ = builder.globals
         used = sorted(builder.kernel_align)
@@ -299,7 +474,13 @@ def generate_module(mod: IRModule, prefix: str, options: TargetOptions,
         used = sorted(kernels)
     if abi is not None:
         abi.assert_messages = list(ctx.assert_messages)
-    text = [f"; irtool-llc module `{prefix}`", "", *globals_, "", *parts, *sorted(ctx.declarations.values()), "",
-            f"attributes #0 = {{ {options.function_attributes()} }}", "", *ctx.metadata, ""]
-    return GeneratedModule("\n".join(text), prefix, abi, used, external)
-
+    text = [f"; irtool-llc module `{prefix}`", "", *globals_, "", *parts, *ctx.functions,
+            *sorted(ctx.declarations.values()), "",
+            *_attribute_groups(options.function_attributes()), "", *ctx.metadata, ""]
+    ir = "\n".join(text)
+    pool_symbol = None
+    if not embed_constants and layout is not None and layout.pool_bytes:
+        # Named by the module's text: one pool (and one `_ready` flag, in the one cached engine) per module.
+        pool_symbol = f"{prefix}.pool.{hashlib.sha256(ir.encode()).hexdigest()[:16]}"
+        ir = ir.replace(f"@{prefix}.pool", f"@{pool_symbol}")
+    return GeneratedModule(ir, prefix, abi, used, external, layout, pool_symbol)

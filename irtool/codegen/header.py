@@ -3,6 +3,7 @@
     struct <prefix>_inputs  { <ctype>* <param>; ... };     one field per `main` parameter, in order
     struct <prefix>_outputs { <ctype>* output0; ... };     one per flattened output
     extern const uint64_t <prefix>_workspace_size;         bytes; 64-byte aligned
+    int32_t <prefix>_init(void);                           the weights-only steps, once (`_run` calls it)
     int32_t <prefix>_run(const struct <prefix>_inputs* in, struct <prefix>_outputs* out, void* workspace);
 """
 
@@ -51,6 +52,13 @@ def emit_header(abi: ABI) -> str:
         "",
         f"/* Bytes of scratch memory {p}_run needs ({abi.workspace_bytes}); allocate it once, 64-byte aligned. */",
         f"extern const uint64_t {p}_workspace_size;",
+        "",
+        f"/* Computes, once, what depends only on the model's constants ({abi.pool_bytes} bytes of static "
+        "memory).",
+        f"   {p}_run calls it on its first call; a program that calls {p}_run from several threads",
+        "   must call it first, from one thread. Further calls return at once. Returns 0, or a status as",
+        f"   {p}_run does. */",
+        f"int32_t {p}_init(void);",
         "",
         f"/* Runs main. Returns 0 on success, {STATUS_MISALIGNED} if a pointer is misaligned, "
         f"{STATUS_OUT_OF_MEMORY} if scratch",

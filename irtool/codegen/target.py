@@ -27,13 +27,20 @@ def initialize() -> None:
 @dataclass(frozen=True)
 class TargetOptions:
     """`cpu` is `native` (the host) or an LLVM CPU name; `triple` None is the host's; `features`
-    None means the host's when the CPU is native, none otherwise."""
+    None means the host's when the CPU is native, none otherwise. `threads` > 1 runs `parallel`
+    loops on that many threads (pthreads; codegen marks a safe loop of each kernel parallel);
+    1 generates serial code without any threading runtime."""
 
     cpu: str = "native"
     triple: str | None = None
     features: str | None = None
     opt_level: int = 3
     fast_math: bool = False
+    threads: int = 1
+
+    def __post_init__(self) -> None:
+        if self.threads < 1:
+            raise DiagnosticError(f"the thread count must be at least 1, got {self.threads}")
 
     def resolved(self) -> tuple[str, str, str]:
         """(triple, cpu name, feature string)."""

@@ -9,7 +9,9 @@ these native differences, documented in docs/codegen.md:
 - a `vectorized` loop with constant bounds and a straight-line body becomes vector code
   (`irtool.codegen.vectorize`); other vectorized loops carry `llvm.loop.vectorize.enable` for
   LLVM's vectorizer; explicit `ramp`/`broadcast` TIR is vector IR directly; `unrolled` loops
-  carry `llvm.loop.unroll.full`; `parallel` loops run serially (no threading runtime yet);
+  carry `llvm.loop.unroll.full`; `parallel` loops run on `threads` threads when the module is
+  compiled for more than one (`irtool.codegen.parallel`; then the outermost safe loop of each
+  kernel is marked parallel first, `irtool.tir_transform.parallel`), serially otherwise;
 - `allocate`d buffers start undefined (the interpreter fills them with NaN).
 Both walks (statements, expressions) use explicit stacks: fused chains make deep trees.
 """
@@ -25,8 +27,10 @@ from irtool.ir.tir import (Allocate, AssertStmt, BinaryOp, Broadcast, Buffer, Bu
                            with_lanes)
 from irtool.codegen.types import (constant, element_bytes, intrinsic_suffix, is_unsigned, memory_type,
                                   scalar_type, value_type)
+from irtool.codegen.parallel import body_of, emit_parallel_loop, loop_bound
 from irtool.codegen.vectorize import vectorize_loop
 from irtool.syntax.diagnostics import DiagnosticError
+from irtool.tir_transform.parallel import parallelize
 
 STATUS_OK = 0
 STATUS_MISALIGNED = 1
@@ -49,10 +53,14 @@ _ICMP_UNSIGNED = {"eq": "eq", "ne": "ne", "lt": "ult", "le": "ule", "gt": "ugt",
 @dataclass
 class ModuleContext:
     """What the functions of one LLVM module share: declarations (each declared once), loop
-    metadata numbering, assert messages, and the fast-math flags."""
+    metadata numbering, assert messages, the fast-math flags, the thread count, and the
+    functions codegen adds beside the kernels (parallel-loop workers and their runtime)."""
 
     fast_math: bool = False
+    threads: int = 1
     declarations: dict[str, str] = field(default_factory=dict)
+    functions: list[str] = field(default_factory=list)
+    has_runtime: bool = False
     metadata: list[str] = field(default_factory=list)
     assert_messages: list[str] = field(default_factory=list)
 
@@ -96,9 +104,13 @@ def _strides(buf: Buffer) -> tuple[int, ...]:
 
 def buffer_access(func: PrimFunc) -> tuple[set[int], set[int]]:
     """ids of the buffers the function loads from and stores to (for readonly/writeonly)."""
+    return _accessed(func.body)
+
+
+def _accessed(root: Stmt) -> tuple[set[int], set[int]]:
     loads: set[int] = set()
     stores: set[int] = set()
-    stack: list[object] = [func.body]
+    stack: list[object] = [root]
     while stack:
         node = stack.pop()
         if isinstance(node, BufferLoad):
@@ -143,6 +155,8 @@ class FunctionEmitter:
         self.labels = 0
         self.block = "entry"
         self.where = func.span
+        self.workers = 0             # parallel loops outlined so far (their functions' numbering)
+        self.in_parallel = False     # a worker's loops run serially: one level of threads
 
     # -- small emission helpers
     def tmp(self) -> str:
@@ -180,10 +194,40 @@ class FunctionEmitter:
             params.append(f"ptr {flags} align {align} %b{i}")
             self.pointers[id(buf)] = (f"%b{i}", align)
         self.statements(self.func.body)
+        return self.finish(params)
+
+    def finish(self, params: list[str]) -> str:
         self.lines.append(f"  ret i32 {STATUS_OK}")
         linkage = f"{self.linkage} " if self.linkage else ""
         head = f"define {linkage}i32 @{self.symbol}({', '.join(params)}) #0 {{"
         return "\n".join([head, "entry:", *self.allocas, *self.lines, "}", ""])
+
+    def outline(self, loop: For, symbol: str, buffers: list[Buffer], variables: list[Var]) -> str:
+        """The `define` of a parallel loop's worker body: the loop over `[%begin, %end)`, with the
+        captured buffers (alignment and aliasing as in this kernel) and variables as parameters."""
+        worker = FunctionEmitter(self.ctx, self.func, symbol, [], self.noalias, "internal")
+        worker.in_parallel = True
+        worker.where = loop.span or self.where
+        loads, stores = _accessed(loop.body)
+        params = []
+        for i, buf in enumerate(buffers):
+            _, align = self.pointers[id(buf)]
+            flags = "noalias nocapture" if self.noalias else "nocapture"
+            if id(buf) not in stores:
+                flags += " readonly"
+            elif id(buf) not in loads:
+                flags += " writeonly"
+            params.append(f"ptr {flags} align {align} %b{i}")
+            worker.pointers[id(buf)] = (f"%b{i}", align)
+        for i, var in enumerate(variables):
+            params.append(f"{value_type(var.dtype)} %v{i}")
+            worker.values[id(var)] = f"%v{i}"
+        params += ["i64 %begin", "i64 %end"]
+        lo, hi = Var("begin", loop.var.dtype), Var("end", loop.var.dtype)
+        worker.values[id(lo)] = loop_bound(worker, loop.var, "%begin")
+        worker.values[id(hi)] = loop_bound(worker, loop.var, "%end")
+        worker.statements(body_of(loop, lo, hi))
+        return worker.finish(params)
 
     # -- statements
     def statements(self, root: Stmt) -> None:
@@ -197,6 +241,9 @@ class FunctionEmitter:
             if isinstance(item, SeqStmt):
                 stack.extend(reversed(item.stmts))
             elif isinstance(item, For):
+                if item.kind == "parallel" and self.ctx.threads > 1 and not self.in_parallel:
+                    emit_parallel_loop(self, item)
+                    continue
                 vector = vectorize_loop(item) if item.kind == "vectorized" else None
                 if vector is not None:
                     stack.append(vector)
@@ -637,7 +684,11 @@ class FunctionEmitter:
 
 def primfunc_to_llvm(ctx: ModuleContext, func: PrimFunc, symbol: str, param_align: list[int] | None = None,
                      noalias: bool = True, linkage: str = "internal") -> str:
-    """The `define` of one kernel (declarations and metadata go to `ctx`; attributes are `#0`).
-    Without `param_align`, a buffer's own `align` (or its element size) is assumed."""
+    """The `define` of one kernel (declarations, metadata and parallel-loop workers go to `ctx`;
+    attributes are `#0`). Without `param_align`, a buffer's own `align` (or its element size) is
+    assumed. For more than one thread, the kernel's outermost safe loops are marked parallel,
+    unless its buffers may alias (an in-place plan): the dependence test assumes distinct buffers."""
     aligns = param_align if param_align is not None else [max(b.align, element_bytes(b.dtype)) for b in func.params]
+    if ctx.threads > 1 and noalias:
+        func = parallelize(func)
     return FunctionEmitter(ctx, func, symbol, aligns, noalias, linkage).generate()

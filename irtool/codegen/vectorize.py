@@ -28,14 +28,24 @@ def vectorize_loop(loop: For) -> Stmt | None:
     if not 1 < lanes <= MAX_LANES:
         return None
     try:
-        return _Vectorizer(loop.var, Ramp(loop.begin, IntImm(1, loop.var.dtype), lanes)).stmt(loop.body)
+        return _Vectorizer({id(loop.var): Ramp(loop.begin, IntImm(1, loop.var.dtype), lanes)}).stmt(loop.body)
+    except _NotVectorizable:
+        return None
+
+
+def widen_expr(expr: PrimExpr, subst: dict[int, PrimExpr]) -> PrimExpr | None:
+    """`expr` with the variables whose ids `subst` maps replaced by (possibly vector) values,
+    scalars broadcast where they meet vectors (a fused epilogue applied to a register tile's
+    vector); None when the expression has no vector form (`if_then_else`, vector buffers)."""
+    try:
+        return _Vectorizer(dict(subst)).expr(expr)
     except _NotVectorizable:
         return None
 
 
 class _Vectorizer:
-    def __init__(self, var: Var, ramp: Ramp) -> None:
-        self.subst: dict[int, PrimExpr] = {id(var): ramp}
+    def __init__(self, subst: dict[int, PrimExpr]) -> None:
+        self.subst = subst
 
     def stmt(self, root: Stmt) -> Stmt:
         """Straight-line bodies only: stores, and lets (which scope everything after them; the

@@ -2,7 +2,9 @@
 
 Each step reads its arguments back from the arena at their planned offsets and writes its
 results there, so two tensors a plan wrongly overlaps corrupt each other and the outputs differ
-from the plain interpreter's. Kernels are the reference interpreter's.
+from the plain interpreter's. Kernels are the reference interpreter's. Hoisted steps (computed
+from constants only) run like the others but keep their results outside the arenas, as the plan
+does not place them.
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from irtool.analysis.liveness import ALIAS, CALL, PlannedTensor, compute_liveness, flatten_type, step_arguments
-from irtool.analysis.memory_plan import MemoryPlan, read_plan
+from irtool.analysis.liveness import ALIAS, CALL, PlannedTensor, flatten_type, step_arguments
+from irtool.analysis.memory_plan import MemoryPlan, plan_liveness, read_plan
 from irtool.analysis.typecheck import infer_types
 from irtool.eval.interpreter import Interpreter, bind_arguments
 from irtool.ir.expr import Call, Expr, Op, Tuple, Var
@@ -79,14 +81,14 @@ def run_with_plan(mod: IRModule, args: Mapping[str, Value] | Sequence[Value] = (
     """`main`'s result computed with every intermediate tensor stored where `plan` (default: the
     plan written on `main`) puts it."""
     infer_types(mod)
-    live = compute_liveness(mod, entry)
+    live = plan_liveness(mod, entry)
     plan = plan if plan is not None else read_plan(live)
     if plan is None:
         raise DiagnosticError(f"@{entry} carries no memory plan (run plan-memory first)", live.func.span)
     func = live.func
     arena = _Arena(plan)
     interp = Interpreter(mod)
-    inputs: dict[int, np.ndarray] = {}
+    inputs: dict[int, np.ndarray] = {}  # parameters, constants and hoisted tensors: outside the arenas
     for tids, value in zip(live.params, bind_arguments(entry, func, args)):
         for t, leaf in zip(tids, _flatten(value)):
             inputs[t] = np.asarray(leaf)
@@ -119,7 +121,10 @@ def run_with_plan(mod: IRModule, args: Mapping[str, Value] | Sequence[Value] = (
             runnable = Call(call.op, new_args, call.attrs, call.span)
         result = interp.eval(runnable, bindings)
         for t, leaf in zip(step.outputs, _flatten(result)):
-            arena.write(live.tensors[t], leaf)
+            if step.hoisted:
+                inputs[t] = np.asarray(leaf)
+            else:
+                arena.write(live.tensors[t], leaf)
     return _unflatten(func.body.checked_type, [value_of(t) for t in live.outputs])
 
 

@@ -7,6 +7,7 @@ deduplicated by structural hash and equality, as TVM's compile-engine cache does
 
 from __future__ import annotations
 
+from irtool.analysis.liveness import kernel_facts
 from irtool.analysis.typecheck import infer_types
 from irtool.ir.adt import Constructor
 from irtool.ir.expr import (Attrs, Call, Constant, Expr, Function, GlobalVar, If, Let, Match, Op, RefCreate, RefRead,
@@ -123,7 +124,11 @@ class ModuleLowering:
         if len(ops) == 1 and not is_kernel_op(ops[0].op.name):  # type: ignore[union-attr]
             return _typed(_substitute(fn, args), call)
         lowered = lower_primitive(fn)
-        name = self.intern(lowered.func, lowered.op_names)
+        # What memory planning must still know of the group (element-wise? a concatenation?).
+        facts = kernel_facts(fn)
+        func = lowered.func if not facts else PrimFunc(lowered.func.params, lowered.func.body,
+                                                       lowered.func.attrs.with_items(**facts), lowered.func.span)
+        name = self.intern(func, lowered.op_names)
         flat: list[Expr] = []
         for a, p in zip(args, fn.params):
             flat.extend(_fields(a, type_of(p)))

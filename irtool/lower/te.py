@@ -6,8 +6,10 @@ a loop nest). `Builder` turns the tensor expression of a whole primitive functio
 PrimFunc body: one loop nest per output; `Compute` tensors are inlined at the point of use; a
 `Reduce` read at the nest's own index accumulates in a local buffer inside that nest (so its
 elementwise consumers run on the accumulator), and one read anywhere else becomes a stage of
-its own (an allocated buffer computed before). A `Compute` marked `stage=True` (padding) is
-always its own stage. Element expressions are memoised per nest and index (common
+its own (an allocated buffer computed before). A `Scheduled` tensor (a register-tiled kernel)
+read only at the output's own index gets the output's expression as an epilogue applied to
+its tile's vectors before the one store; read anywhere else it is a stage. A `Compute` marked
+`stage=True` (padding) is always its own stage. Element expressions are memoised per nest and index (common
 subexpressions are built once), and chains of inlined tensors are evaluated by an explicit
 work stack, never by Python recursion proportional to the group's size.
 """
@@ -19,8 +21,10 @@ from typing import TypeVar
 
 import numpy as np
 
-from irtool.ir.tir import (Allocate, BinaryOp, Buffer, BufferLoad, BufferStore, Cast, FloatImm, For, IntImm,
-                           PrimExpr, Select, Stmt, Var, children, is_bool, is_float, seq)
+from irtool.codegen.vectorize import widen_expr
+from irtool.ir.tir import (Allocate, BinaryOp, Broadcast, Buffer, BufferLoad, BufferStore, Cast, FloatImm, For, IntImm,
+                           PrimExpr, Ramp, Select, Stmt, Var, children, is_bool, is_float, lanes_of, seq,
+                           with_lanes)
 
 Idx = tuple[PrimExpr, ...]
 _T = TypeVar("_T")
@@ -93,9 +97,11 @@ class Reduce(Tensor):
 
 class Scheduled(Tensor):
     """A tensor whose whole loop nest a schedule writes (e.g. a register-tiled kernel,
-    irtool/lower/schedules.py): `emit(builder, store)` returns the statements, calling
-    `store(idx, value)` for each element. Written directly when it is an output; read anywhere
-    else, it is a stage of its own (consumers are not fused into it)."""
+    irtool/lower/schedules/): `emit(builder, store)` returns the statements, calling
+    `store(idx, value)` for each element or vector of elements (`idx` may hold one `ramp`).
+    Written directly when it is an output; when an output reads it only at the output's own
+    index, `store` applies the output's expression to the value first (a fused epilogue);
+    read anywhere else, it is a stage of its own."""
 
     __slots__ = ("emit",)
 
@@ -295,6 +301,24 @@ def index_key(idx: Idx) -> tuple[object, ...]:
     return tuple(out)
 
 
+class _Epilogue:
+    """While an output's element is built: the `Scheduled` tensors it reads at its own index,
+    each standing for a variable (its value) that a fused store replaces by the tile's vector."""
+
+    def __init__(self, loop_vars: Idx, shape: tuple[int, ...]) -> None:
+        self.vars = loop_vars
+        self.shape = shape
+        self.values: dict[int, tuple[Scheduled, Var]] = {}
+
+    def value_of(self, t: Scheduled, idx: Idx) -> Var | None:
+        if not (t.shape == self.shape and len(idx) == len(self.vars)
+                and all(a is b for a, b in zip(idx, self.vars))):
+            return None
+        if id(t) not in self.values:
+            self.values[id(t)] = (t, Var(f"{t.name}_value", t.dtype))
+        return self.values[id(t)][1]
+
+
 class Builder:
     """Lowers tensor expressions into statements for one PrimFunc."""
 
@@ -304,6 +328,8 @@ class Builder:
         # (tensor, element, index identity) -> (keep-alive, value): CSE of inlined elements.
         self.memo: dict[tuple[int, ...], tuple[object, PrimExpr]] = {}
         self.in_compute = False
+        self.epilogue: _Epilogue | None = None   # set while an output's own element is built
+        self.fused: set[int] = set()              # Scheduled tensors already computed by a fused nest
 
     def fresh_var(self, name: str) -> Var:
         return Var(name, INDEX)
@@ -318,6 +344,10 @@ class Builder:
         hit = self.memo.get(key)
         if hit is not None:
             return hit[1]
+        if isinstance(t, Scheduled) and self.epilogue is not None:
+            value = self.epilogue.value_of(t, idx)
+            if value is not None:
+                return value
         if isinstance(t, Scheduled) or (isinstance(t, Compute) and t.stage):
             return BufferLoad(self.outside_compute(self.materialize, t), idx)
         if isinstance(t, Compute):
@@ -337,6 +367,19 @@ class Builder:
             return fn(*args)
         finally:
             self.in_compute = saved
+
+    def materialize(self, t: Tensor) -> Buffer:
+        """Computes `t` into a buffer of its own, as a stage before the consumer (a stage's own
+        nest never fuses an epilogue: only outputs do)."""
+        saved, self.epilogue = self.epilogue, None
+        try:
+            buf = Buffer(f"{t.name}", t.shape, t.dtype)
+            stmt = self.nest(t, buf)
+            self.materialized[id(t)] = buf
+            self.stages.append((buf, stmt))
+            return buf
+        finally:
+            self.epilogue = saved
 
     def evaluate(self, t: Tensor, idx: Idx, ctx: Element) -> PrimExpr:
         """The element of `t` at `idx`, emitting what it needs into `ctx`.
@@ -371,19 +414,22 @@ class Builder:
         assert value is not None
         return value
 
+    def store_element(self, t: Tensor, idx: Idx, out: Buffer, where: Idx) -> Stmt:
+        """`out[where] = t[idx]` with `t`'s element built right there (a `Compute` is inlined, not
+        made a stage): a schedule copying an input into its own layout reads a computed input
+        (a weight that is a `full(...)` fill, a transpose) without a buffer of it."""
+        ctx = Element(self, idx)
+        value = self.load(t, idx, ctx)
+        body: Stmt = seq([*ctx.prelude, BufferStore(out, where, cast(out.dtype, value))])
+        for buf in reversed(ctx.locals):
+            body = Allocate(buf, body)
+        return body
+
     def buffer_of(self, t: Tensor) -> Buffer:
         """`t` as a buffer a schedule can index freely: a parameter, or a stage computed before."""
         if type(t) is Placeholder:
             return t.buffer  # type: ignore[attr-defined]
         return self.materialized.get(id(t)) or self.outside_compute(self.materialize, t)
-
-    def materialize(self, t: Tensor) -> Buffer:
-        """Computes `t` into a buffer of its own, as a stage before the consumer."""
-        buf = Buffer(f"{t.name}", t.shape, t.dtype)
-        stmt = self.nest(t, buf)
-        self.materialized[id(t)] = buf
-        self.stages.append((buf, stmt))
-        return buf
 
     def nest(self, t: Tensor, out: Buffer) -> Stmt:
         """A loop nest storing every element of `t` into `out`."""
@@ -406,6 +452,11 @@ class Builder:
         loop_vars = tuple(self.fresh_var(n) for n in names)
         ctx = Element(self, loop_vars)
         value = self.evaluate(t, loop_vars, ctx) if isinstance(t, Compute) else self.load(t, loop_vars, ctx)
+        return self.finish_nest(t, out, loop_vars, ctx, value, axis, offset)
+
+    def finish_nest(self, t: Tensor, out: Buffer, loop_vars: Idx, ctx: Element, value: PrimExpr, axis: int,
+                    offset: int) -> Stmt:
+        """The loop nest over `t`'s shape storing the element `value` (built in `ctx`) into `out`."""
         if value.dtype != out.dtype:
             value = cast(out.dtype, value)
         where = loop_vars[:axis] + (add(loop_vars[axis], offset),) + loop_vars[axis + 1:] if offset else loop_vars
@@ -416,8 +467,43 @@ class Builder:
             body = For(v, const(0), const(e), "serial", body)
         return body
 
+    def output_nest(self, t: Tensor, out: Buffer, scheduled_outputs: set[int]) -> Stmt:
+        """The nest of one output; a Compute reading one `Scheduled` tensor only at its own index
+        becomes that tensor's schedule with the Compute's expression fused into each store."""
+        if isinstance(t, Scheduled) or type(t) is Concat or not isinstance(t, Compute):
+            return self.nest(t, out)
+        loop_vars = tuple(self.fresh_var(f"i{k}") for k in range(t.ndim))
+        ctx = Element(self, loop_vars)
+        self.epilogue = _Epilogue(loop_vars, t.shape)
+        try:
+            value = self.evaluate(t, loop_vars, ctx)
+        finally:
+            reads, self.epilogue = self.epilogue.values, None
+        if not reads:
+            return self.finish_nest(t, out, loop_vars, ctx, value, 0, 0)
+        sched, placeholder = next(iter(reads.values()))
+        as_vectors: dict[int, PrimExpr] = {id(v): Ramp(v, const(1), 2) for v in loop_vars}
+        as_vectors[id(placeholder)] = Broadcast(placeholder, 2)
+        fusable = (len(reads) == 1 and not ctx.prelude and id(sched) not in self.materialized
+                   and id(sched) not in self.fused and id(sched) not in scheduled_outputs
+                   and widen_expr(value, as_vectors) is not None)
+        if not fusable:   # build the element again, reading every Scheduled tensor from a stage
+            for other, _ in reads.values():
+                self.buffer_of(other)
+            return self.nest(t, out)
+        self.fused.add(id(sched))
+
+        def store(idx: Idx, acc: PrimExpr) -> Stmt:
+            subst = {id(v): i for v, i in zip(loop_vars, idx)}
+            subst[id(placeholder)] = acc
+            result = widen_expr(value, subst)
+            assert result is not None   # checked above with every variable a vector
+            return BufferStore(out, idx, cast(with_lanes(out.dtype, lanes_of(result.dtype)), result))
+        return sched.emit(self, store)
+
     def function_body(self, outputs: Sequence[tuple[Tensor, Buffer]]) -> Stmt:
-        nests = [self.nest(t, buf) for t, buf in outputs]
+        scheduled_outputs = {id(t) for t, _ in outputs if isinstance(t, Scheduled)}
+        nests = [self.output_nest(t, buf, scheduled_outputs) for t, buf in outputs]
         body = seq([stmt for _, stmt in self.stages] + nests)
         for buf, _ in reversed(self.stages):
             body = Allocate(buf, body)

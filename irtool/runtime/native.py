@@ -5,7 +5,9 @@ hash of the generated LLVM IR and the target options, so building the same modul
 once. Calls check every input's name, shape, dtype and C-contiguity (a `DiagnosticError` that
 names the parameter), copy inputs that are not 64-byte aligned (the ABI requires it), allocate
 the outputs aligned, and reuse one 64-byte-aligned workspace per built module (so a built
-module is not re-entrant: one call at a time).
+module is not re-entrant: one call at a time). The pool of hoisted tensors that `_init` fills is
+numpy memory bound to the module's pool symbol, like the constants (large numpy arrays get
+transparent huge pages, which weight-streaming kernels need); it lives as long as the process.
 """
 
 from __future__ import annotations
@@ -71,16 +73,24 @@ def _bind_symbol(name: str, data: np.ndarray) -> None:
 class NativeModule:
     """`main` compiled to native code; call it like the interpreter's `run_function`."""
 
-    def __init__(self, mod: IRModule, options: TargetOptions, prefix: str = "irtool") -> None:
-        generated = generate_module(mod, prefix, options, embed_constants=False)
+    def __init__(self, mod: IRModule, options: TargetOptions, prefix: str = "irtool",
+                 export_kernels: bool = False) -> None:
+        generated = generate_module(mod, prefix, options, embed_constants=False, export_kernels=export_kernels)
         if generated.abi is None:
             raise DiagnosticError("irtool.build: the module has no `main` function to run")
         self.abi: ABI = generated.abi
         self.ir = generated.ir
+        self.mod, self.options, self.layout = mod, options, generated.layout
+        self.exports_kernels = export_kernels
+        self._profiled: NativeModule | None = None
         # Constants stay numpy arrays (kept for the process's lifetime) that the engine's symbols
         # point to. The engine must outlive every call through its function pointer: kept here.
         for name, data in generated.external_constants.items():
             _bind_symbol(name, data)
+        if generated.pool_symbol is not None and generated.pool_symbol not in _SYMBOLS:
+            pool = aligned_empty((self.abi.pool_bytes,), np.uint8)
+            _SYMBOLS[generated.pool_symbol] = pool
+            llvm.add_symbol(generated.pool_symbol, pool.ctypes.data)
         self._engine, address = _jit(self.ir, options, lambda: compile_module(generated, prefix, options, jit=True),
                                      f"{self.abi.prefix}_run")
         self._run = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(address)
@@ -91,6 +101,34 @@ class NativeModule:
     @property
     def input_names(self) -> list[str]:
         return [spec.name for spec in self.abi.inputs]
+
+    def init(self) -> None:
+        """Runs `<prefix>_init` (the hoisted steps) now rather than in the first call."""
+        status = ctypes.CFUNCTYPE(ctypes.c_int32)(self._engine.get_function_address(f"{self.abi.prefix}_init"))()
+        if status != 0:
+            raise DiagnosticError(f"native `main` failed: {describe_status(status, self.abi)}")
+
+    def kernel(self, name: str) -> Callable[..., int]:
+        """The compiled primfn `name` as a C function of buffer addresses (the module must be
+        built with `export_kernels=True`)."""
+        if not self.exports_kernels:
+            raise DiagnosticError("kernels of this module are internal: build it with export_kernels=True")
+        func = self.mod.functions[name]
+        assert isinstance(func, PrimFunc)
+        address = self._engine.get_function_address(f"{self.abi.prefix}_{sanitize(name)}")
+        return ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * len(func.params)))(address)
+
+    def profile(self, *args: Any, repeat: int = 10, **kwargs: Any) -> Any:
+        """Per-kernel times on these inputs (`irtool.runtime.profile.Profile`; its `table()` prints
+        them). A module built without exported kernels compiles a twin that exports them, once."""
+        from irtool.runtime.profile import profile_native
+        if self.exports_kernels:
+            target = self
+        else:
+            if self._profiled is None:
+                self._profiled = NativeModule(self.mod, self.options, self.abi.prefix, export_kernels=True)
+            target = self._profiled
+        return profile_native(target, args, kwargs, repeat)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.run(*args, **kwargs)
@@ -105,7 +143,7 @@ class NativeModule:
     def run_into(self, outputs: Sequence[np.ndarray], *args: Any, **kwargs: Any) -> None:
         """Runs `main` writing the flattened results into `outputs` (C-contiguous, 64-byte
         aligned, of the right shapes and dtypes), so repeated calls allocate nothing."""
-        arrays = self._bind(args, kwargs)
+        arrays = self.bind_inputs(args, kwargs)
         outs = list(outputs)
         if len(outs) != len(self.abi.outputs):
             raise DiagnosticError(f"main has {len(self.abi.outputs)} output(s), {len(outs)} arrays given")
@@ -122,7 +160,8 @@ class NativeModule:
         if status != 0:
             raise DiagnosticError(f"native `main` failed: {describe_status(status, self.abi)}")
 
-    def _bind(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[np.ndarray]:
+    def bind_inputs(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[np.ndarray]:
+        """The input arrays in ABI order, checked (aligned copies where needed)."""
         flat: dict[str, Any] = {}
         specs = self.abi.inputs
         params = _param_groups(specs)
@@ -204,9 +243,11 @@ def describe_status(status: int, abi: ABI) -> str:
 
 def build(mod: IRModule, opt_level: int = 3, *, cpu: str = "native", triple: str | None = None,
           features: str | None = None, fast_math: bool = False,
-          pipeline: str | None = DEFAULT_PIPELINE) -> NativeModule:
-    """Compile `mod`'s `main` (lowering it with `pipeline` first when it is not lowered)."""
-    options = TargetOptions(cpu=cpu, triple=triple, features=features, opt_level=opt_level, fast_math=fast_math)
+          pipeline: str | None = DEFAULT_PIPELINE, threads: int = 1) -> NativeModule:
+    """Compile `mod`'s `main` (lowering it with `pipeline` first when it is not lowered); `threads`
+    > 1 runs each kernel's outermost safe loop on that many threads."""
+    options = TargetOptions(cpu=cpu, triple=triple, features=features, opt_level=opt_level, fast_math=fast_math,
+                            threads=threads)
     return NativeModule(ensure_lowered(mod, pipeline), options)
 
 
@@ -247,6 +288,6 @@ class KernelLibrary:
         return call
 
 
-def build_kernels(mod: IRModule, opt_level: int = 3, *, fast_math: bool = False) -> KernelLibrary:
+def build_kernels(mod: IRModule, opt_level: int = 3, *, fast_math: bool = False, threads: int = 1) -> KernelLibrary:
     """The primfns of `mod` compiled one by one (for testing kernels against the TIR interpreter)."""
-    return KernelLibrary(mod, TargetOptions(opt_level=opt_level, fast_math=fast_math))
+    return KernelLibrary(mod, TargetOptions(opt_level=opt_level, fast_math=fast_math, threads=threads))

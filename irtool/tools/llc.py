@@ -2,7 +2,7 @@
 an object file, a C header or a shared library (LLVM's `llc`).
 
     irtool-llc FILE|- [-o OUT] --emit=llvm|asm|obj|header|so [-O0..-O3] [--mcpu=native|NAME]
-               [--mtriple=T] [--mattr=+f,-g] [--fast-math] [--prefix NAME] [--pipeline P | --no-pipeline]
+               [--mtriple=T] [--mattr=+f,-g] [--fast-math] [--threads N] [--prefix NAME] [--pipeline P | --no-pipeline]
 
 Text outputs go to standard output unless `-o` is given; `obj` and `so` default to
 `<stem>.o` / `<stem>.so` beside the working directory. Every output is written atomically.
@@ -42,6 +42,8 @@ def build_arg_parser() -> argparse.ArgumentParser:
     ap.add_argument("--mattr", default=None, help="target features, e.g. +avx2,-avx512f (default: the host's "
                     "when --mcpu=native)")
     ap.add_argument("--fast-math", action="store_true", help="allow LLVM's fast-math reassociation and contraction")
+    ap.add_argument("--threads", type=int, default=1, metavar="N",
+                    help="run parallel loops on N threads (pthreads; link with -pthread); 1 (default) is serial")
     ap.add_argument("--prefix", default=None, help="prefix of the C symbols (default: the input file's stem)")
     lowering = ap.add_mutually_exclusive_group()
     lowering.add_argument("--pipeline", default=DEFAULT_PIPELINE,
@@ -70,7 +72,7 @@ def _write_bytes(data: bytes) -> Callable[[str], None]:
 
 def compile_file(mod: IRModule, args: argparse.Namespace, prefix: str) -> None:
     options = TargetOptions(cpu=args.mcpu, triple=args.mtriple, features=args.mattr, opt_level=args.opt_level,
-                            fast_math=args.fast_math)
+                            fast_math=args.fast_math, threads=args.threads)
     mod = ensure_lowered(mod, None if args.no_pipeline else args.pipeline)
     if args.emit == "header":
         generated = generate_module(mod, prefix, options)

@@ -1,7 +1,7 @@
 """`irtool-run`: run a Relay program on numpy inputs with the reference interpreter.
 
     irtool-run FILE|- [--entry main] [--input NAME=file.npy]... [--inputs inputs.npz] [--seed N] [-o outputs.npz]
-               [--backend interp|native]
+               [--backend interp|native] [--profile [--repeat N]]
 
 Scripts rely on this interface (option names, the `outputN` keys of the output file, the summary
 line format), so keep it stable. Inputs are either all given (`.npz` keys and `--input` names are
@@ -50,6 +50,12 @@ def build_arg_parser() -> argparse.ArgumentParser:
     ap.add_argument("-o", "--output", metavar="FILE.npz", help="write the outputs as output0, output1, ...")
     ap.add_argument("--backend", choices=("interp", "native"), default="interp",
                     help="interp: the reference interpreter (default); native: compile main with irtool.build")
+    ap.add_argument("--profile", action="store_true",
+                    help="with --backend=native: time every kernel of main and print a table (slowest first)")
+    ap.add_argument("--repeat", type=int, default=10, metavar="N",
+                    help="--profile: timed runs per kernel, the median is shown (default: 10)")
+    ap.add_argument("--threads", type=int, default=1, metavar="N",
+                    help="with --backend=native: run parallel loops on N threads (default: 1)")
     return ap
 
 
@@ -203,11 +209,21 @@ def run(args: argparse.Namespace) -> int:
         inputs = assemble_inputs(args.entry, func, arrays)
     else:
         inputs = random_inputs(args.entry, func, args.seed)
+    if args.profile and args.backend != "native":
+        raise DiagnosticError("--profile times compiled kernels: add --backend=native")
+    if args.threads != 1 and args.backend != "native":
+        raise DiagnosticError("--threads applies to compiled code: add --backend=native")
     if args.backend == "native":
         if args.entry != "main":
             raise DiagnosticError("--backend=native runs `main` only")
-        from irtool.runtime import build
-        outputs = flatten_value(build(mod)(**inputs))
+        if args.profile:
+            from irtool.runtime.profile import profile
+            result = profile(mod, repeat=args.repeat, **inputs)
+            print(result.table())
+            outputs = result.outputs
+        else:
+            from irtool.runtime import build
+            outputs = flatten_value(build(mod, threads=args.threads)(**inputs))
     else:
         outputs = flatten_value(run_function(mod, inputs, args.entry))
     for i, array in enumerate(outputs):

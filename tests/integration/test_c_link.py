@@ -1,9 +1,11 @@
 """The emitted object file links into a C program: `irtool-llc --emit=obj` and `--emit=header`,
-a small C driver compiled with `cc` (and -lm) fills the inputs, calls `<prefix>_run`, prints the
-outputs; run as a separate process, its output must match the interpreter."""
+a small C driver compiled with `cc` (and -lm) fills the inputs, calls `<prefix>_run` (after an
+explicit `<prefix>_init`, or letting `_run` call it), prints the outputs; run as a separate
+process, its output must match the interpreter. The weights-only steps' results live in `.bss`."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -25,7 +27,10 @@ def @main(%x: Tensor[(1, 3, 6, 6), float32], %w: Tensor[(4, 3, 3, 3), float32],
   %4 = reshape(%3, newshape=[1, 36]);
   %5 = nn.dense(%4, meta[relay.Constant][0]);
   %6 = add(%5, meta[relay.Constant][1]);
-  (tanh(%6), %4, divide(%t.1, 2), %t.1)
+  %7 = multiply(meta[relay.Constant][1], 3f);
+  %8 = full(0.25f, shape=[4096, 36], dtype="float32");
+  %9 = nn.dense(%4, %8);
+  (tanh(%6), %4, divide(%t.1, 2), %t.1, %7, max(%9, axis=[1]))
 }
 #[metadata]
 {"relay.Constant": [{"dtype": "float32", "shape": [5, 36], "data": DENSE},
@@ -63,7 +68,13 @@ int main(void) {
   out.output1 = aligned_alloc(64, 192);
   out.output2 = aligned_alloc(64, 64);
   out.output3 = aligned_alloc(64, 64);
+  out.output4 = aligned_alloc(64, 64);
+  out.output5 = aligned_alloc(64, 64);
   void *ws = aligned_alloc(64, (model_workspace_size + 63) / 64 * 64 + 64);
+#ifdef CALL_INIT
+  printf("init %d\n", model_init());
+  printf("again %d\n", model_init());
+#endif
   int32_t status = model_run(&in, &out, ws);
   if (status != 0) { printf("status %d\n", status); return 1; }
   /* A misaligned pointer is refused, not crashed on. */
@@ -78,6 +89,8 @@ int main(void) {
   printf("\noutput3");
   for (int i = 0; i < 6; i++) printf(" %d", out.output3[i]);
   printf("\n");
+  print_f("output4", out.output4, 5);
+  print_f("output5", out.output5, 1);
   return 0;
 }
 """
@@ -88,7 +101,8 @@ def _ramp(n: int, scale: float) -> np.ndarray:
 
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler (cc)")
-def test_object_file_links_into_a_c_program(tmp_path: Path) -> None:
+@pytest.mark.parametrize("explicit_init", [True, False], ids=["init-then-run", "run-calls-init"])
+def test_object_file_links_into_a_c_program(tmp_path: Path, explicit_init: bool) -> None:
     dense = np.round(np.cos(np.arange(5 * 36) * 0.11), 3).astype(np.float32)
     source = PROGRAM.replace("DENSE", "[" + ", ".join(repr(float(v)) for v in dense) + "]")
     (tmp_path / "model.relay").write_text(source)
@@ -98,13 +112,23 @@ def test_object_file_links_into_a_c_program(tmp_path: Path) -> None:
     header = (tmp_path / "model.h").read_text()
     assert "struct model_inputs {\n  float* x;" in header
     assert "int32_t model_run(const struct model_inputs* in, struct model_outputs* out, void* workspace);" in header
+    assert "int32_t model_init(void);" in header
     assert "extern const uint64_t model_workspace_size;" in header
+    # The 4096x36 `full` weights (576 KiB) are computed by model_init into zero-initialised
+    # static memory: the object file does not carry them.
+    assert (tmp_path / "model.o").stat().st_size < 4096 * 36 * 4 // 4
+    pool = int(re.search(r"\((\d+) bytes of static memory\)", header).group(1))  # type: ignore[union-attr]
+    workspace = int(re.search(r"needs \((\d+)\)", header).group(1))  # type: ignore[union-attr]
+    assert pool >= 4096 * 36 * 4 > workspace
     (tmp_path / "main.c").write_text(DRIVER)
-    subprocess.run(["cc", "-O1", "-o", str(tmp_path / "prog"), str(tmp_path / "main.c"), str(tmp_path / "model.o"),
-                    "-lm"], check=True, cwd=tmp_path)
+    defines = ["-DCALL_INIT"] if explicit_init else []
+    subprocess.run(["cc", "-O1", *defines, "-o", str(tmp_path / "prog"), str(tmp_path / "main.c"),
+                    str(tmp_path / "model.o"), "-lm"], check=True, cwd=tmp_path)
     done = subprocess.run([str(tmp_path / "prog")], capture_output=True, text=True, check=True)
     lines = dict(line.split(" ", 1) for line in done.stdout.strip().splitlines())
     assert lines["misaligned"] == "1"
+    if explicit_init:
+        assert lines["init"] == "0" and lines["again"] == "0"
 
     mod = parse(source, "model.relay")
     args = {"x": _ramp(108, 1.0).reshape(1, 3, 6, 6), "w": _ramp(108, 0.5).reshape(4, 3, 3, 3),
@@ -115,3 +139,7 @@ def test_object_file_links_into_a_c_program(tmp_path: Path) -> None:
     np.testing.assert_allclose(got[1], want[1].ravel(), rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(got[2], want[2].ravel())
     np.testing.assert_array_equal(got[3], want[3].ravel())
+    np.testing.assert_array_equal(got[4], [1.5, -0.75, 3.0, 0.0, 6.0])   # 3 x the bias constant
+    # max over 4096 equal units of 0.25 * sum(%4): checked against numpy, not only the interpreter.
+    np.testing.assert_allclose(got[5], [0.25 * want[1].astype(np.float64).sum()], rtol=1e-5)
+    np.testing.assert_allclose(got[5], want[5].ravel(), rtol=1e-5)

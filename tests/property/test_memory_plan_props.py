@@ -6,7 +6,8 @@ the plan; the plan survives printing and re-parsing; running `main` with every i
 tensor stored in a shared byte arena at its planned offset gives exactly the plain interpreter's
 outputs (a wrong overlap would overwrite a live tensor); and the arena sizes obey the liveness
 bounds (no plan below the lower bound without in-place reuse, `none` equal to the no-reuse total).
-Half the programs get concatenations of their results so that concatenate-in-place is exercised.
+Half the programs get concatenations of their results so that concatenate-in-place is exercised;
+half are planned without hoisting the steps that read only constants.
 """
 
 from __future__ import annotations
@@ -16,8 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.strategies import dataflow_programs
 
-from irtool.analysis.liveness import compute_liveness
-from irtool.analysis.memory_plan import plan_memory, read_plan
+from irtool.analysis.memory_plan import plan_liveness, plan_memory, read_plan
 from irtool.analysis.typecheck import infer_types
 from irtool.eval.arena import run_with_plan
 from irtool.eval.interpreter import run_function
@@ -61,13 +61,14 @@ def with_concatenations(mod: IRModule) -> IRModule:
 
 @settings(deadline=None)
 @given(dataflow_programs(max_ops=16), st.sampled_from(["greedy-by-size", "greedy-best", "tvm-greedy", "none"]),
-       st.sampled_from([0, 2]), st.booleans(), st.booleans(), st.sampled_from([1, 16, 64]), st.integers(0, 2**16))
+       st.sampled_from([0, 2]), st.booleans(), st.booleans(), st.sampled_from([1, 16, 64]), st.integers(0, 2**16),
+       st.booleans())
 def test_plans_are_valid_and_keep_outputs(mod: IRModule, algorithm: str, opt_level: int, in_place: bool,
-                                          concat: bool, alignment: int, seed: int) -> None:
+                                          concat: bool, alignment: int, seed: int, hoist: bool) -> None:
     mod = with_concatenations(mod) if concat else mod
     reuse = f" in-place={in_place} concat-in-place={concat}" if algorithm.startswith("greedy") else ""
     planned = run(mod, f"fuse-ops{{opt-level={opt_level}}},"
-                       f"plan-memory{{algorithm={algorithm} alignment={alignment}{reuse}}}")
+                       f"plan-memory{{algorithm={algorithm} alignment={alignment}{reuse} hoist-constants={hoist}}}")
     assert check_memory_plan(planned)  # run() verified it too; this states it
 
     reparsed = parse(print_program(planned))
@@ -83,7 +84,8 @@ def test_plans_are_valid_and_keep_outputs(mod: IRModule, algorithm: str, opt_lev
         assert g.shape == e.shape and g.dtype == e.dtype
         np.testing.assert_array_equal(g, e)
 
-    live = compute_liveness(planned)
+    live = plan_liveness(planned)
+    assert live.hoist_constants == hoist
     plan = read_plan(live)
     assert plan is not None
     lower = sum(live.lower_bound().values())

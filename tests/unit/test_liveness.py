@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 from support.programs import CHAIN
 
-from irtool.analysis.liveness import ALIAS, CALL, CONSTANT, COPY, KERNEL, PARAM, Liveness, compute_liveness, tensor_bytes
+from irtool.analysis.liveness import (ALIAS, CALL, CONSTANT, COPY, HOISTED, KERNEL, PARAM, Liveness, compute_liveness,
+                                     tensor_bytes)
 from irtool.analysis.typecheck import infer_types
 from irtool.ir import TensorType
 from irtool.passes import run
@@ -201,3 +202,61 @@ def test_long_chains_do_not_recurse() -> None:
     assert len(live.steps) == n + 1
     # Two 16-byte tensors live at each step of a chain.
     assert live.lower_bound() == {("NoneType", None): 32}
+
+
+WEIGHTS = """
+def @main(%x: Tensor[(1, 8), float32]) {
+  %0 = full(2f, shape=[8, 4], dtype="float32");
+  %1 = transpose(%0, axes=[1, 0]);
+  %2 = reshape(%1, newshape=[4, 8]);
+  %3 = nn.dense(%x, %2);
+  %4 = add(%3, 1f);
+  %5 = zeros(shape=[4], dtype="float32");
+  (%4, %5)
+}"""
+
+
+def test_constant_only_steps_are_hoisted_out_of_the_plan() -> None:
+    live = live_of(WEIGHTS, "")
+    assert [(s.label, s.kind, s.hoisted) for s in live.steps] == [
+        ("full", KERNEL, True),        # reads only the constant 2f
+        ("transpose", KERNEL, True),   # reads only a hoisted tensor
+        ("reshape", ALIAS, False),     # a view: its result is transpose's (hoisted) tensor
+        ("nn.dense", KERNEL, False),   # reads the parameter
+        ("add", KERNEL, False),
+        ("zeros", KERNEL, True)]       # no inputs at all; a result of main, still hoisted
+    full, transpose, _, dense, add, zeros = live.steps
+    assert [t.kind for t in live.hoisted()] == [HOISTED] * 3
+    assert [t.index for t in live.hoisted()] == [*full.outputs, *transpose.outputs, *zeros.outputs]
+    assert dense.inputs[1] == transpose.outputs[0]
+    # Planned: dense 16 B (steps 3-4) and add 16 B (steps 4-5, a result): 32 live at step 4.
+    assert ranges(live) == [(16, 3, 4), (16, 4, 5)]
+    assert live.lower_bound() == {("NoneType", None): 32}
+    assert live.no_reuse_bytes() == 32 and live.hoisted_bytes() == 128 + 128 + 16
+    assert live.outputs == [add.outputs[0], zeros.outputs[0]]
+
+
+def test_hoisting_can_be_turned_off() -> None:
+    mod = parse(WEIGHTS)
+    infer_types(mod)
+    live = compute_liveness(mod, hoist_constants=False)
+    assert not any(s.hoisted for s in live.steps) and live.hoisted() == []
+    # full 128 B (0-1) and transpose 128 B (1-3, read through the reshape): 256 live at step 1.
+    assert ranges(live) == [(128, 0, 1), (128, 1, 3), (16, 3, 4), (16, 4, 5), (16, 5, 5)]
+    assert live.lower_bound() == {("NoneType", None): 256}
+
+
+def test_copies_and_steps_reading_parameters_are_not_hoisted() -> None:
+    live = live_of("""
+def @main(%x: Tensor[(4), float32]) {
+  %0 = full(1f, shape=[4], dtype="float32");
+  %1 = device_copy(%0, src_virtual_device=1, dst_virtual_device=2);
+  %2 = exp(%1);
+  %3 = on_device(%x, virtual_device=2);
+  add(%2, %3)
+}""", "")
+    assert [(s.label, s.kind, s.hoisted) for s in live.steps] == [
+        ("full", KERNEL, True), ("device_copy", COPY, False), ("exp", KERNEL, False), ("on_device", ALIAS, False),
+        ("add", KERNEL, False)]
+    # exp reads the copy (planned), not a hoisted tensor, so it stays in the plan too.
+    assert [live.tensors[t].kind for s in live.steps[1:3] for t in s.outputs] == [CALL, CALL]

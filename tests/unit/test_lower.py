@@ -63,10 +63,11 @@ def test_conv_bias_relu_is_one_kernel_with_a_pad_stage_and_a_local_accumulator()
     (name, func), = kernels(mod).items()
     assert name == "fused_nn_conv2d_nn_bias_add_nn_relu"
     allocs = [n for n in tir_nodes(func) if isinstance(n, Allocate)]
-    # the padded input, the register-tiled convolution's result (3 channels x 5 columns: one tile
-    # whatever the host's vector width) and its local accumulator; bias and relu read the stage
-    assert sorted((a.buffer.scope, a.buffer.shape) for a in allocs) == \
-        [("global", (1, 2, 7, 7)), ("global", (1, 3, 5, 5)), ("local", (3, 5))]
+    # the padded input is a stage; bias and relu run on the register tile before its store, so
+    # no buffer holds the convolution's result (only local accumulators and scratch for weights)
+    shapes = [(a.buffer.scope, a.buffer.shape) for a in allocs]
+    assert ("global", (1, 2, 7, 7)) in shapes and ("global", (1, 3, 5, 5)) not in shapes
+    assert any(scope == "local" for scope, _ in shapes)
     # Parameters: inputs then the output; the signature Relay sees.
     assert [p.shape for p in func.params] == [(1, 2, 5, 5), (3, 2, 3, 3), (3,), (1, 3, 5, 5)]
     sig = primfunc_type(func)

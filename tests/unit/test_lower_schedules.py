@@ -16,10 +16,11 @@ from hypothesis import strategies as st
 import irtool
 from irtool.eval.interpreter import flatten_value, run_function
 from irtool.eval.tir_interp import run_primfunc
-from irtool.ir.tir import Buffer, BufferStore, Call, IntImm, PrimFunc, Ramp, children
+from irtool.ir.tir import Allocate, Buffer, BufferStore, Call, IntImm, PrimFunc, Ramp, children
 from irtool.lower.module import lower_module
 from irtool.lower.schedules import (RegisterTile, conv2d_nchw_tiled, dense_tiled,
                                     host_register_tile)
+from irtool.lower.schedules.dense import panel_layout
 from irtool.lower.te import Builder, Placeholder
 from irtool.syntax.parser import parse_module
 
@@ -86,6 +87,58 @@ def test_dense_falls_back_outside_float32_matrices() -> None:
     assert dense_tiled(Placeholder(f64), Placeholder(Buffer("w", (5, 4), "float64")), "float64") is None
     x3 = Buffer("x", (2, 3, 4), "float32")
     assert dense_tiled(Placeholder(x3), Placeholder(Buffer("w", (5, 4), "float32")), "float32") is None
+
+
+def _panels(w: np.ndarray, nr: int) -> np.ndarray:
+    """W (N, K) as NK{nr}n panels (N/nr, K, nr), written independently of the schedule."""
+    n, k = w.shape
+    return np.ascontiguousarray(w.reshape(n // nr, nr, k).transpose(0, 2, 1))
+
+
+@settings(deadline=None)
+@given(m=st.integers(1, 14), k=st.integers(1, 9), panels=st.integers(1, 3), tile=st.sampled_from(TILES))
+def test_tiled_dense_reads_prepacked_panels(m: int, k: int, panels: int, tile: RegisterTile) -> None:
+    nr = tile.lanes * tile.vectors
+    rng = np.random.default_rng(m * 100 + k * 10 + panels)
+    x, w = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((panels * nr, k)).astype(np.float32)
+    packed = _panels(w, nr)
+    xb, wb = Buffer("x", x.shape, "float32"), Buffer("w", packed.shape, "float32")
+    out = Buffer("out", (m, panels * nr), "float32")
+    t = dense_tiled(Placeholder(xb), Placeholder(wb), "float32", tile, weight_layout=panel_layout(tile))
+    assert t is not None and t.shape == (m, panels * nr)
+    func = PrimFunc([xb, wb, out], Builder().function_body([(t, out)]))
+    assert not any(isinstance(n, Allocate) and n.buffer.scope == "global" for n in _nodes(func.body))  # no packing
+    y = np.full(out.shape, np.nan, np.float32)
+    run_primfunc(func, [x, packed, y])
+    np.testing.assert_allclose(y, _reference(x, w), rtol=1e-5, atol=1e-5)
+
+
+def test_prepacked_weight_must_match_the_tile_panels() -> None:
+    tile = RegisterTile(8, 6)
+    x = Placeholder(Buffer("x", (3, 5), "float32"))
+    assert panel_layout(tile) == "NK16n"
+    assert dense_tiled(x, Placeholder(Buffer("w", (2, 5, 8), "float32")), "float32", tile, "NK8n") is None
+    assert dense_tiled(x, Placeholder(Buffer("w", (2, 5, 16), "float32")), "float32", tile, "NK16n") is not None
+    assert dense_tiled(x, Placeholder(Buffer("w", (2, 4, 16), "float32")), "float32", tile, "NK16n") is None
+
+
+def test_matrix_vector_product_splits_the_reduction_over_independent_accumulators() -> None:
+    """Batch 1: one output row, so the tile's rows become interleaved partial sums over k (k = 11
+    leaves a tail of 11 % 6 steps) that are added before the one store."""
+    tile = RegisterTile(8, 6)
+    xb, wb, out = Buffer("x", (1, 11), "float32"), Buffer("w", (24, 11), "float32"), Buffer("o", (1, 24), "float32")
+    t = dense_tiled(Placeholder(xb), Placeholder(wb), "float32", tile)
+    assert t is not None
+    func = PrimFunc([xb, wb, out], Builder().function_body([(t, out)]))
+    accs = {n.buffer.shape for n in _nodes(func.body) if isinstance(n, Allocate) and n.buffer.scope == "local"}
+    assert accs == {(6, 16), (6, 8)}   # 6 partial sums x (16 columns, then the 8-column edge)
+    stores = [n for n in _nodes(func.body) if isinstance(n, BufferStore) and n.buffer is out]
+    assert len(stores) == 3   # one per output vector: 16 + 8 columns
+    rng = np.random.default_rng(11)
+    x, w = rng.standard_normal((1, 11)).astype(np.float32), rng.standard_normal((24, 11)).astype(np.float32)
+    y = np.full(out.shape, np.nan, np.float32)
+    run_primfunc(func, [x, w, y])
+    np.testing.assert_allclose(y, _reference(x, w), rtol=1e-5, atol=1e-5)
 
 
 def _module(m: int, k: int, n: int, body: str = "nn.dense(%x, %w)", extra: str = ""):

@@ -6,9 +6,10 @@ import numpy as np
 
 from irtool.eval.tir_interp import run_primfunc
 from irtool.ir.expr import Attrs
-from irtool.ir.tir import Allocate, BinaryOp, Buffer, BufferStore, For, PrimFunc, children
-from irtool.lower.te import (Builder, Compute, Element, Idx, Placeholder, Reduce, acc_load, acc_store, all_of, clamp,
-                             const, imm, in_range, select, sub)
+from irtool.ir.tir import Allocate, BinaryOp, Broadcast, Buffer, BufferLoad, BufferStore, For, PrimFunc, Ramp, children
+from irtool.lower.schedules import RegisterTile, dense_tiled
+from irtool.lower.te import (Builder, Compute, Element, Idx, Placeholder, Reduce, Scheduled, acc_load, acc_store,
+                             all_of, clamp, const, imm, in_range, select, sub)
 
 
 def _row_sum(x: Placeholder) -> Reduce:
@@ -24,8 +25,9 @@ def _build(outputs: list[tuple[object, Buffer]], inputs: list[Buffer]) -> PrimFu
     return PrimFunc([*inputs, *(b for _, b in outputs)], body, Attrs({"num_outputs": len(outputs)}))
 
 
-def _nodes(func: PrimFunc) -> list[object]:
-    out, stack = [], [func.body]
+def _nodes(root: object) -> list[object]:
+    """Every node under a PrimFunc's body (or under any TIR node)."""
+    out, stack = [], [root.body if isinstance(root, PrimFunc) else root]
     while stack:
         n = stack.pop()
         out.append(n)
@@ -84,3 +86,79 @@ def test_stage_tensors_are_materialized_once() -> None:
     run_primfunc(func, [data, o])
     p = np.pad(data, 1)
     np.testing.assert_array_equal(o, p[:4] + p[2:])
+
+
+# ---- Scheduled tensors: epilogues fused into the tile's store, or a stage when read elsewhere
+
+TILE = RegisterTile(4, 3, vectors=2)   # 3 rows x 2 vectors of 4 lanes: 10 columns leave a 2-lane tail
+
+
+def _dense_case() -> tuple[Scheduled, list[Buffer], list[np.ndarray]]:
+    xb, wb, bb = Buffer("x", (7, 5), "float32"), Buffer("w", (10, 5), "float32"), Buffer("bias", (10,), "float32")
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal(b.shape).astype("float32") for b in (xb, wb, bb)]
+    t = dense_tiled(Placeholder(xb), Placeholder(wb), "float32", TILE)
+    assert t is not None
+    return t, [xb, wb, bb], arrays
+
+
+def _globals(func: PrimFunc) -> list[tuple[int, ...]]:
+    return [n.buffer.shape for n in _nodes(func) if isinstance(n, Allocate) and n.buffer.scope == "global"]
+
+
+def test_epilogue_read_at_the_output_index_runs_on_the_tile_before_its_store() -> None:
+    t, inputs, (x, w, bias) = _dense_case()
+    b = Placeholder(inputs[2])
+    out = Compute(t.shape, "float32", lambda ctx, i: BinaryOp(
+        "max", BinaryOp("add", ctx.load(t, i), ctx.load(b, (i[1],))), imm(0, "float32")))
+    o = Buffer("o", t.shape, "float32")
+    func = _build([(out, o)], inputs)
+    assert _globals(func) == [(5, 8)]   # only the scratch for one packed weight panel (K x NR): no (7, 10) stage
+    stores = [n for n in _nodes(func) if isinstance(n, BufferStore) and n.buffer is o]
+    # one store per tile slot, vector ones indexed by a ramp; the bias is a vector load there
+    assert any(isinstance(s.indices[-1], Ramp) for s in stores)
+    bias_loads = [n for s in stores for n in _nodes(s.value) if isinstance(n, BufferLoad) and n.buffer is inputs[2]]
+    assert bias_loads and any(isinstance(ld.indices[0], Ramp) for ld in bias_loads)
+    y = np.full(t.shape, np.nan, np.float32)
+    run_primfunc(func, [x, w, bias, y])
+    np.testing.assert_allclose(y, np.maximum(x @ w.T + bias, 0), rtol=1e-5, atol=1e-5)
+
+
+def test_per_row_operand_is_broadcast_into_the_vector_epilogue() -> None:
+    t, inputs, (x, w, _) = _dense_case()
+    rb = Buffer("r", (7,), "float32")
+    r = np.arange(7, dtype="float32")
+    out = Compute(t.shape, "float32", lambda ctx, i: BinaryOp("mul", ctx.load(t, i), ctx.load(Placeholder(rb), (i[0],))))
+    o = Buffer("o", t.shape, "float32")
+    func = _build([(out, o)], [*inputs[:2], rb])
+    assert any(isinstance(n, Broadcast) and isinstance(n.value, BufferLoad) and n.value.buffer is rb
+               for n in _nodes(func))
+    y = np.full(t.shape, np.nan, np.float32)
+    run_primfunc(func, [x, w, r, y])
+    np.testing.assert_allclose(y, (x @ w.T) * r[:, None], rtol=1e-5, atol=1e-5)
+
+
+def test_scheduled_tensor_read_at_another_index_is_a_stage() -> None:
+    t, inputs, (x, w, _) = _dense_case()
+    # the transpose reads element (j, i) at output (i, j): not the tile's own index
+    out = Compute((10, 7), "float32", lambda ctx, i: BinaryOp("add", ctx.load(t, (i[1], i[0])), ctx.load(t, (i[1], i[0]))))
+    o = Buffer("o", (10, 7), "float32")
+    func = _build([(out, o)], inputs[:2])
+    assert (7, 10) in _globals(func)
+    y = np.full((10, 7), np.nan, np.float32)
+    run_primfunc(func, [x, w, y])
+    np.testing.assert_allclose(y, 2 * (x @ w.T).T, rtol=1e-5, atol=1e-5)
+
+
+def test_scheduled_tensor_read_by_two_outputs_is_computed_by_one_fused_nest_and_one_stage() -> None:
+    t, inputs, (x, w, _) = _dense_case()
+    relu = Compute(t.shape, "float32", lambda ctx, i: BinaryOp("max", ctx.load(t, i), imm(0, "float32")))
+    neg = Compute(t.shape, "float32", lambda ctx, i: BinaryOp("sub", imm(0, "float32"), ctx.load(t, i)))
+    o1, o2 = Buffer("o1", t.shape, "float32"), Buffer("o2", t.shape, "float32")
+    func = _build([(relu, o1), (neg, o2)], inputs[:2])
+    assert _globals(func).count((7, 10)) == 1
+    y1, y2 = np.full(t.shape, np.nan, np.float32), np.full(t.shape, np.nan, np.float32)
+    run_primfunc(func, [x, w, y1, y2])
+    ref = x @ w.T
+    np.testing.assert_allclose(y1, np.maximum(ref, 0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(y2, -ref, rtol=1e-5, atol=1e-5)

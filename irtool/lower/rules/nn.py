@@ -13,14 +13,17 @@ from collections.abc import Callable
 import numpy as np
 
 from irtool.ir.tir import BinaryOp, Call, PrimExpr, is_float
-from irtool.ir.types import Type
+from irtool.ir.types import TensorType, Type
 from irtool.lower.errors import LoweringError
 from irtool.lower.rules._rule import Attrs, out_tensor_type, rule, shape_of
 from irtool.lower.rules.reduce import mean_of
-from irtool.lower.schedules import conv2d_nchw_tiled, dense_tiled
+from irtool.lower.schedules import conv2d_schedule, dense_tiled, host_register_tile
+from irtool.lower.schedules.layout import in_blocked
+from irtool.lower.schedules.pad import pad_nchw
 from irtool.lower.te import (Compute, Element, Idx, Reduce, Tensor, acc_load, acc_store, add, all_of, cast,
                              clamp, cmp, const, floordiv, imm, in_range, mul, select, sub)
 from irtool.ops.definitions._common import int_pair, padding4
+from irtool.ops.definitions.nn import unblocked_shape
 
 Layout = str
 
@@ -43,7 +46,7 @@ def _conv2d(args: list, attrs: Attrs, out: Type) -> Tensor:
     ol = _layout(attrs, "out_layout", dl)
     dtype = out_tensor_type(out).dtype
     n, c, h, wd = (x.shape[dl.index(a)] for a in "NCHW")
-    o, cg, kh, kw = (w.shape[kl.index(a)] for a in "OIHW")
+    o, cg, kh, kw = (int(d) for d in unblocked_shape("nn.conv2d", kl, TensorType(w.shape, w.dtype), "OIHW"))
     groups = int(attrs["groups"])  # type: ignore[arg-type]
     top, left, bottom, right = padding4(attrs["padding"])
     dh, dw = int_pair(attrs["dilation"])
@@ -52,8 +55,8 @@ def _conv2d(args: list, attrs: Attrs, out: Type) -> Tensor:
     data_layout = dl
     if top or left or bottom or right:
         data, data_layout = _pad_stage(x, dl, (top, left, bottom, right), (n, c, h, wd)), "NCHW"
-    if groups == 1 and data_layout == "NCHW" and kl == "OIHW" and ol == "NCHW":
-        tiled = conv2d_nchw_tiled(data, w, dtype, shape_of(out), (sh, sw), (dh, dw))
+    if data_layout == "NCHW" and ol == "NCHW":
+        tiled = conv2d_schedule(data, w, kl, (kh, kw), dtype, shape_of(out), (sh, sw), (dh, dw), groups)
         if tiled is not None:
             return tiled
     per_group = o // groups
@@ -67,7 +70,7 @@ def _conv2d(args: list, attrs: Attrs, out: Type) -> Tensor:
             rc, ry, rx = r
             xi = _in_layout((bn, add(base, rc), add(mul(oy, sh), mul(ry, dh)), add(mul(ox, sw), mul(rx, dw))),
                             "NCHW", data_layout)
-            wi = _in_layout((bo, rc, ry, rx), "OIHW", kl)
+            wi = in_blocked((bo, rc, ry, rx), "OIHW", kl)
             prod = BinaryOp("mul", cast(dtype, ctx.load(data, xi)), cast(dtype, ctx.load(w, wi)))
             return acc_store(acc, BinaryOp("add", acc_load(acc), prod))
         ctx.loop((cg, kh, kw), ("rc", "ry", "rx"), body)
@@ -80,6 +83,8 @@ def _pad_stage(x: Tensor, layout: Layout, pads: tuple[int, int, int, int],
     """The zero-padded input in NCHW, computed once into a buffer of its own."""
     top, left, bottom, right = pads
     n, c, h, w = nchw
+    if layout == "NCHW" and x.dtype == "float32":
+        return pad_nchw(x, pads, host_register_tile().lanes)
 
     def f(ctx: Element, idx: Idx) -> PrimExpr:
         b, ch, y, xx = idx
@@ -96,15 +101,18 @@ def _pad_stage(x: Tensor, layout: Layout, pads: tuple[int, int, int, int],
 def _dense(args: list, attrs: Attrs, out: Type) -> Tensor:
     x, w = args
     dtype = out_tensor_type(out).dtype
-    tiled = dense_tiled(x, w, dtype)
-    if tiled is not None:
-        return tiled
+    wl = _layout(attrs, "weight_layout", "NK")
+    if wl == "NK":
+        tiled = dense_tiled(x, w, dtype)
+        if tiled is not None:
+            return tiled
     k_extent = x.shape[-1]
 
     def fbody(ctx: Element, idx: Idx) -> PrimExpr:
         acc = ctx.accumulator(dtype, imm(0, dtype), "dense_acc")
         ctx.loop((k_extent,), ("k",), lambda r: acc_store(acc, BinaryOp("add", acc_load(acc), BinaryOp(
-            "mul", cast(dtype, ctx.load(x, idx[:-1] + r)), cast(dtype, ctx.load(w, (idx[-1],) + r))))))
+            "mul", cast(dtype, ctx.load(x, idx[:-1] + r)),
+            cast(dtype, ctx.load(w, in_blocked((idx[-1], r[0]), "NK", wl)))))))
         return acc_load(acc)
     return Reduce(shape_of(out), dtype, fbody, "dense")
 

@@ -2,56 +2,100 @@
 
 from __future__ import annotations
 
-from irtool.ir.tir import Allocate, Buffer, BufferLoad, BufferStore, For, Stmt, Var, seq
+from irtool.ir.tir import (
+    Allocate,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    For,
+    PrimExpr,
+    Stmt,
+    Var,
+    seq,
+)
 from irtool.lower.schedules.tile import (
     RegisterTile,
     Store,
-    Vector,
     blocks,
     host_register_tile,
     register_tiles,
+    shifted,
+    tile_loop,
     vec,
 )
-from irtool.lower.te import (
-    INDEX,
-    Builder,
-    Scheduled,
-    Tensor,
-    add,
-    const,
-    floordiv,
-    floormod,
-)
+from irtool.lower.te import INDEX, Builder, Idx, Scheduled, Tensor, add, const, mul
 
 
-def dense_tiled(x: Tensor, w: Tensor, dtype: str, tile: RegisterTile | None = None) -> Scheduled | None:
+def panel_layout(tile: RegisterTile | None = None) -> str:
+    """The packed weight layout the tile reads directly: panels of NR = lanes x vectors rows of
+    W, k-major inside a panel (`NK16n` is W as (N/16, K, 16))."""
+    shape = tile or host_register_tile()
+    return f"NK{shape.lanes * shape.vectors}n"
+
+
+def dense_tiled(x: Tensor, w: Tensor, dtype: str, tile: RegisterTile | None = None,
+                weight_layout: str = "NK") -> Scheduled | None:
     """`nn.dense` (Y[m, n] = sum_k X[m, k] * W[n, k]) as a register-tiled kernel, or None when the
-    shapes or dtypes are outside what the tile handles (the rule's scalar form is used then)."""
-    if not (dtype == "float32" and x.dtype == w.dtype == dtype and x.ndim == 2 and w.ndim == 2):
+    shapes, dtypes or weight layout are outside what the tile handles (the rule's scalar form is
+    used then).
+
+    Column tiles of NR = lanes x vectors outputs run one after the other; each reads one panel of
+    W (NR rows, k-major: one contiguous stream) for all its row tiles. `weight_layout` is "NK"
+    (W as given: each panel is packed into a small scratch buffer just before its tiles, where
+    it stays in cache) or the tile's `panel_layout()` (W already packed, e.g. at compile time by
+    `alter-layout`). With fewer rows than the tile's (a matrix-vector product: batch-1 FC
+    layers), the rows' partial sums are split over interleaved k steps so the one pass over the
+    weight is not latency bound."""
+    if not (dtype == "float32" and x.dtype == w.dtype == dtype and x.ndim == 2):
+        return None
+    shape = tile or host_register_tile()
+    nr = shape.lanes * shape.vectors
+    prepacked = weight_layout != "NK"
+    if prepacked and (weight_layout != panel_layout(shape) or w.shape[1:] != (x.shape[1], nr)):
+        return None
+    if not prepacked and w.ndim != 2:
         return None
     m_ext, k_ext = x.shape
-    n_ext = w.shape[0]
+    n_ext = w.shape[0] * nr if prepacked else w.shape[0]
     if min(m_ext, n_ext, k_ext) == 0:
         return None
-
-    shape = tile or host_register_tile()
+    split = max(1, shape.rows // m_ext)
 
     def emit(builder: Builder, store: Store) -> Stmt:
-        xb, wb = builder.buffer_of(x), builder.buffer_of(w)
-        nr = shape.lanes * shape.vectors
-        # W in panels of NR columns, k-major inside a panel: a tile's reduction reads one
-        # contiguous stream (rows of a plain transpose are N floats apart and thrash the cache).
-        packed = Buffer("w_packed", (-(-n_ext // nr), k_ext, nr), dtype)
-        n, k = Var("n", INDEX), Var("k", INDEX)
-        pack = For(n, const(0), const(n_ext), "serial", For(k, const(0), const(k_ext), "serial", BufferStore(
-            packed, (floordiv(n, nr), k, floormod(n, nr)), BufferLoad(wb, (n, k)))))
+        xb = builder.buffer_of(x)
+        scratch = None if prepacked else Buffer("w_panel", (k_ext, nr), dtype)
 
-        def panel_of(first_panel: int) -> Vector:
-            """Column blocks start at multiples of NR: tile `nt` of a block reads one panel."""
-            return lambda nt, n0, c, lanes, red: BufferLoad(
-                packed, (add(nt, first_panel), red[0], vec(const(c), lanes)))
-        tiles = [register_tiles(mb, nb, shape.lanes, dtype, (k_ext,), lambda m, red: BufferLoad(xb, (m, red[0])),
-                                 panel_of(nb[0] // nr), lambda m, cols: (m, cols), store)
-                 for nb in blocks(n_ext, nr) for mb in blocks(m_ext, shape.rows)]
-        return Allocate(packed, seq([pack, *tiles]))
+        def column_tile(first: int, width: int, nt: PrimExpr) -> Stmt:
+            """Every row tile of the NR columns from `first + nt * NR` (`width` of them)."""
+            n0 = add(mul(nt, nr), first)
+            source, lead = (builder.buffer_of(w), (add(nt, first // nr),)) if scratch is None else (scratch, ())
+
+            def vector(_nt: PrimExpr, _n0: PrimExpr, c: int, lanes: int, red: Idx) -> PrimExpr:
+                return BufferLoad(source, (*lead, red[0], vec(const(c), lanes)))
+            tiles = [register_tiles(mb, (0, 1, width), shape.lanes, dtype, (k_ext,),
+                                    lambda m, red: BufferLoad(xb, (m, red[0])), vector,
+                                    lambda m, cols: (m, shifted(cols, n0)), store, split)
+                     for mb in blocks(m_ext, shape.rows)]
+            return seq(tiles if scratch is None else [pack_panel(builder, w, scratch, n0, width, k_ext), *tiles])
+        body = seq([tile_loop("no", nb, lambda nt, nb=nb: column_tile(nb[0], nb[2], nt))
+                    for nb in blocks(n_ext, nr)])
+        return body if scratch is None else Allocate(scratch, body)
     return Scheduled((m_ext, n_ext), dtype, emit, "dense")
+
+
+def pack_panel(builder: Builder, w: Tensor, panel: Buffer, n0: PrimExpr, width: int, k_ext: int,
+               kc: int = 16) -> Stmt:
+    """panel[k, j] = w[n0 + j, k] for the `width` rows from n0, as transposes of width x KC
+    blocks: each block reads one cache line from each row and writes KC lines of the panel, all
+    in L1 (rows whose stride is a multiple of 4 KiB would otherwise evict each other between
+    consecutive k). A computed `w` (the model zoo's weights are `full(...)` fills fused into the
+    group) is evaluated right here instead of into a stage of all of W. Columns past `width` are
+    left unset: no tile reads them."""
+    out: list[Stmt] = []
+    for k0, count, size in blocks(k_ext, kc):
+        kb, j, kk = Var("kb", INDEX), Var("j", INDEX), Var("kk", INDEX)
+        k = add(add(mul(kb, size), k0), kk)
+        body = builder.store_element(w, (add(n0, j), k), panel, (k, j))
+        body = For(j, const(0), const(width), "serial", For(kk, const(0), const(size), "serial", body))
+        out.append(For(kb, const(0), const(count), "serial", body))
+    return seq(out)

@@ -22,6 +22,7 @@ from functools import cache
 from irtool.codegen.target import TargetOptions
 from irtool.ir.tir import (
     Allocate,
+    BinaryOp,
     Broadcast,
     Buffer,
     BufferLoad,
@@ -85,6 +86,13 @@ def vec(base: PrimExpr, lanes: int) -> PrimExpr:
     return Ramp(base, const(1), lanes) if lanes > 1 else base
 
 
+def shifted(index: PrimExpr, offset: PrimExpr) -> PrimExpr:
+    """A scalar index or unit-stride ramp moved by `offset` (a tile's columns placed in the output)."""
+    if isinstance(index, Ramp):
+        return Ramp(add(index.base, offset), index.stride, index.lanes)
+    return add(index, offset)
+
+
 def splat(value: PrimExpr, lanes: int) -> PrimExpr:
     return Broadcast(value, lanes) if lanes > 1 else value
 
@@ -99,27 +107,46 @@ def tile_loop(name: str, block: Block, inner: Callable[[PrimExpr], Stmt]) -> Stm
 
 
 def register_tiles(mblock: Block, nblock: Block, lanes: int, dtype: str, reduction: tuple[int, ...],
-                    scalar: Scalar, vector: Vector, at: Callable[[PrimExpr, PrimExpr], Idx], store: Store) -> Stmt:
+                   scalar: Scalar, vector: Vector, at: Callable[[PrimExpr, PrimExpr], Idx], store: Store,
+                   split: int = 1) -> Stmt:
     """The tiles of one (row block, column block): acc[r, c:c+lanes] += broadcast(scalar(row))
-    * vector(columns) over the whole reduction, then stored at `at(row, column vector)`."""
+    * vector(columns) over the whole reduction, then stored at `at(row, column vector)`.
+
+    `split` > 1 keeps that many partial sums per output vector, over interleaved steps of the
+    innermost reduction axis (step k goes to sum k % split), added up before the store: a tile
+    with few rows (a matrix-vector product) then still has enough independent `fma` chains to
+    hide the instruction's latency."""
     mr, nr = mblock[2], nblock[2]
     pieces = chunks(nr, lanes)
     zero = FloatImm(0.0, dtype)
+    outer, tail = divmod(reduction[-1], split)
 
     def tile(mt: PrimExpr, nt: PrimExpr) -> Stmt:
         m0, n0 = add(mul(mt, mr), mblock[0]), add(mul(nt, nr), nblock[0])
-        acc = Buffer("acc", (mr, nr), dtype, scope="local")
+        acc = Buffer("acc", (mr * split, nr), dtype, scope="local")
         red = tuple(Var(f"r{j}", INDEX) for j in range(len(reduction)))
 
         def slot(r: int, c: int, n: int) -> Idx:
             return (const(r), vec(const(c), n))
-        init = [BufferStore(acc, slot(r, c, n), splat(zero, n)) for r in range(mr) for c, n in pieces]
-        step: Stmt = seq([BufferStore(acc, slot(r, c, n), Call("fma", [
-            splat(scalar(add(m0, r), red), n), vector(nt, n0, c, n, red), BufferLoad(acc, slot(r, c, n))]))
-            for r in range(mr) for c, n in pieces])
-        for v, extent in zip(reversed(red), reversed(reduction)):
+
+        def steps(at_red: Idx, part: int) -> list[Stmt]:
+            """One reduction step into partial sum `part` of every slot."""
+            return [BufferStore(acc, slot(r * split + part, c, n), Call("fma", [
+                splat(scalar(add(m0, r), at_red), n), vector(nt, n0, c, n, at_red),
+                BufferLoad(acc, slot(r * split + part, c, n))])) for r in range(mr) for c, n in pieces]
+        init = [BufferStore(acc, slot(r, c, n), splat(zero, n)) for r in range(mr * split) for c, n in pieces]
+        main: Stmt = seq([s for u in range(split) for s in steps((*red[:-1], add(mul(red[-1], split), u)), u)])
+        inner = [For(red[-1], const(0), const(outer), "serial", main)] if outer else []
+        inner += [s for u in range(tail) for s in steps((*red[:-1], const(outer * split + u)), u)]
+        step = seq(inner)
+        for v, extent in zip(reversed(red[:-1]), reversed(reduction[:-1])):
             step = For(v, const(0), const(extent), "serial", step)
-        out = [store(at(add(m0, r), vec(add(n0, c), n)), BufferLoad(acc, slot(r, c, n)))
-               for r in range(mr) for c, n in pieces]
+
+        def total(r: int, c: int, n: int) -> PrimExpr:
+            value = BufferLoad(acc, slot(r * split, c, n))
+            for u in range(1, split):
+                value = BinaryOp("add", value, BufferLoad(acc, slot(r * split + u, c, n)))
+            return value
+        out = [store(at(add(m0, r), vec(add(n0, c), n)), total(r, c, n)) for r in range(mr) for c, n in pieces]
         return Allocate(acc, seq([*init, step, *out]))
     return tile_loop("no", nblock, lambda nt: tile_loop("mo", mblock, lambda mt: tile(mt, nt)))

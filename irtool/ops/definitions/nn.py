@@ -18,6 +18,7 @@ from irtool.ops.attrs import lengths, one_of, positive
 from irtool.ops.definitions._common import (
     as_array, check_domain, dims_equal, int_pair, is_known, norm_axis, np_dtype, padding4, prod,
     tensor_arg)
+from irtool.ops.definitions.transform import parse_layout
 from irtool.ops.registry import AttrField, OpDef, OpPattern, TypeRelError, Value, register
 
 Attrs = Mapping[str, AttrValue]
@@ -32,6 +33,50 @@ def permutation_of(letters: str, allow_empty: bool = False) -> Callable[[AttrVal
             return None
         return f"must be a permutation of {letters}"
     return check
+
+
+def blocked_layout_of(letters: str, allow_empty: bool = False) -> Callable[[AttrValue], str | None]:
+    """A weight layout attribute: the given axes in any order, optionally blocked
+    (`OIHW8o`: output channels in blocks of 8, innermost), as `layout_transform` writes them."""
+    def check(v: AttrValue) -> str | None:
+        if allow_empty and v == "":
+            return None
+        try:
+            items = parse_layout(str(v)) if isinstance(v, str) else None
+        except ValueError as e:
+            return f"is not a valid layout ({e})"
+        if items is None or sorted(a for a, _ in items if a.isupper()) != sorted(letters):
+            return f"must be a layout of the axes {letters} (a permutation, optionally blocked: {letters}8" \
+                   f"{letters[0].lower()})"
+        return None
+    return check
+
+
+def unblocked_shape(op: str, layout: str, t: TensorType, canonical: str) -> list[Dim]:
+    """The extents of a (possibly blocked) weight in `canonical` axis order."""
+    items = parse_layout(layout)
+    if t.ndim != len(items):
+        raise TypeRelError(f"{op}: weight layout {layout} needs rank {len(items)}, got {t}")
+    dims = dict(zip((a for a, _ in items), t.shape))
+    for a, factor in items:
+        if factor is not None and is_known(dims[a]) and dims[a] != factor:
+            raise TypeRelError(f"{op}: axis {a} of the weight {t} must have extent {factor} in layout {layout}")
+    return [prod((dims[a], dims.get(a.lower(), 1))) for a in canonical]
+
+
+def unblock(x: np.ndarray, layout: str, canonical: str) -> np.ndarray:
+    """A (possibly blocked) weight array re-laid out as `canonical` (e.g. OIHW8o -> OIHW)."""
+    names = [a for a, _ in parse_layout(layout)]
+    perm: list[int] = []
+    for a in canonical:
+        perm += [names.index(a)] + ([names.index(a.lower())] if a.lower() in names else [])
+    wide = np.transpose(x, perm)
+    shape, k = [], 0
+    for a in canonical:
+        n = 2 if a.lower() in names else 1
+        shape.append(int(np.prod(wide.shape[k:k + n])))
+        k += n
+    return wide.reshape(shape)
 
 
 def _layout(attrs: Attrs, key: str, fallback: str) -> str:
@@ -113,7 +158,8 @@ CONV2D_ATTRS = (
     AttrField("kernel_size", "int_or_list", None, optional=True,
               check=lengths(1, 2, positive_entries=True)),
     AttrField("data_layout", "str", "NCHW", check=permutation_of("NCHW")),
-    AttrField("kernel_layout", "str", "OIHW", check=permutation_of("OIHW")),
+    AttrField("kernel_layout", "str", "OIHW", check=blocked_layout_of("OIHW"),
+              doc="a permutation of OIHW, optionally blocked (OIHW8o: weight (O/8, I, H, W, 8))"),
     AttrField("out_layout", "str", "", check=permutation_of("NCHW", allow_empty=True)),
     AttrField("out_dtype", "dtype", ""),
 )
@@ -125,10 +171,9 @@ def _conv2d_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     check_domain(op, x, "numeric", "data")
     check_domain(op, w, "numeric", "weight")
     _rank(op, x, 4, "data")
-    _rank(op, w, 4, "weight")
     dl, kl = str(attrs["data_layout"]), str(attrs["kernel_layout"])
     n, c, h, wd = _shape_in(dl, "NCHW", x)
-    o, i, kh, kw = _shape_in(kl, "OIHW", w)
+    o, i, kh, kw = unblocked_shape(op, kl, w, "OIHW")
     groups = int(attrs["groups"])  # type: ignore[arg-type]
     if attrs["channels"] is not None and not dims_equal(o, attrs["channels"]):  # type: ignore[arg-type]
         raise TypeRelError(f"{op}: channels={attrs['channels']} but the weight {w} has {o} "
@@ -160,7 +205,7 @@ def _conv2d(args: list[Value], attrs: Attrs) -> Value:
     assert isinstance(out_type, TensorType)
     dtype = np_dtype(out_type.dtype)
     x = _to_canonical(args[0], dl, "NCHW").astype(dtype, copy=False)
-    w = _to_canonical(args[1], kl, "OIHW").astype(dtype, copy=False)
+    w = unblock(args[1], kl, "OIHW").astype(dtype, copy=False)
     top, left, bottom, right = padding4(attrs["padding"])
     x = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
     groups = int(attrs["groups"])  # type: ignore[arg-type]
@@ -192,25 +237,28 @@ def _dense_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     check_domain(op, w, "numeric", "weight")
     if x.ndim < 1:
         raise TypeRelError(f"{op}: data must have rank >= 1, got {x}")
-    _rank(op, w, 2, "weight")
-    if not dims_equal(x.shape[-1], w.shape[1]):
+    units_w, k = unblocked_shape(op, _layout(attrs, "weight_layout", "NK"), w, "NK")
+    if not dims_equal(x.shape[-1], k):
         raise TypeRelError(f"{op}: data {x} and weight {w} disagree on the reduction "
-                           f"dimension ({x.shape[-1]} vs {w.shape[1]})")
+                           f"dimension ({x.shape[-1]} vs {k})")
     units = attrs["units"]
-    if units is not None and not dims_equal(w.shape[0], units):  # type: ignore[arg-type]
-        raise TypeRelError(f"{op}: units={units} but the weight {w} has {w.shape[0]} rows")
-    return TensorType(x.shape[:-1] + (w.shape[0],), str(attrs["out_dtype"]) or x.dtype)
+    if units is not None and not dims_equal(units_w, units):  # type: ignore[arg-type]
+        raise TypeRelError(f"{op}: units={units} but the weight {w} has {units_w} rows")
+    return TensorType(x.shape[:-1] + (units_w,), str(attrs["out_dtype"]) or x.dtype)
 
 
 def _dense(args: list[Value], attrs: Attrs) -> Value:
     x, w = args
+    w = unblock(w, _layout(attrs, "weight_layout", "NK"), "NK")
     dtype = str(attrs["out_dtype"]) or str(x.dtype)
     return as_array(np.matmul(x.astype(dtype, copy=False), w.astype(dtype, copy=False).T), dtype)
 
 
 register(OpDef("nn.dense", 2,
                (AttrField("units", "int", None, optional=True, check=positive),
-                AttrField("out_dtype", "dtype", "")),
+                AttrField("out_dtype", "dtype", ""),
+                AttrField("weight_layout", "str", "", check=blocked_layout_of("NK", allow_empty=True),
+                          doc="NK (default, also written ''), or blocked: NK16n is weight (N/16, K, 16)")),
                OpPattern.OUT_ELEMWISE_FUSABLE, _dense_rel, _dense,
                description="data @ weight.T with weight (units, in)"))
 

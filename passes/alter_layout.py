@@ -1,0 +1,136 @@
+"""`alter-layout`: give convolution (and dense) weights the blocked layout their register tiles
+read, so that packing happens once at compile time instead of inside every kernel call.
+
+`nn.conv2d(x, w)` (NCHW data, OIHW float32 weight, each group's output channels a multiple of
+the host's vector lanes L) becomes
+`nn.conv2d(x, layout_transform(w, src_layout="OIHW", dst_layout="OIHW{L}o"), kernel_layout="OIHW{L}o")`:
+one vector load of the blocked weight gives L output channels. `nn.dense(x, w)` becomes
+`nn.dense(x, layout_transform(w, "NK", "NK{NR}n"), weight_layout="NK{NR}n")` (panels of the
+dense tile's NR columns) when the dense schedule reads packed panels and N is a multiple of NR.
+Depthwise convolutions keep OIHW (their schedule vectorizes along the output row).
+
+The transform is folded where the weight allows it: a constant is packed here (numpy), a
+`full(...)` fill is the same fill in the new shape, and consecutive `layout_transform`s compose
+(`A -> B -> C` is `A -> C`; `A -> B -> A` cancels). Any other weight keeps an explicit
+`layout_transform`, which runs once at initialisation when its input is constant (hoisting) and
+on every call otherwise: still correct.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from irtool.passes.base import ModulePass, register_pass
+from irtool.passes.simplify_inference import op_call
+
+from irtool.analysis.typecheck import infer_types
+from irtool.ir.expr import Call, Constant, Expr, Op
+from irtool.ir.module import IRModule
+from irtool.ir.types import TensorType
+from irtool.ir.visitor import ExprMutator
+from irtool.lower.schedules import host_register_tile
+from irtool.lower.schedules.layout import packed_dense_layout
+from irtool.ops.registry import get_op
+
+
+def _is_op(e: Expr, name: str) -> bool:
+    return isinstance(e, Call) and isinstance(e.op, Op) and e.op.name == name
+
+
+def _attrs(call: Call) -> dict[str, object]:
+    opdef = get_op(call.op.name)  # type: ignore[union-attr]
+    assert opdef is not None
+    return opdef.full_attrs(call.attrs)
+
+
+def relayout(w: Expr, src: str, dst: str) -> Expr:
+    """`w` in layout `dst` instead of `src`, folded when `w` allows it (see the module doc)."""
+    if src == dst:
+        return w
+    if isinstance(w, Constant):
+        opdef = get_op("layout_transform")
+        assert opdef is not None and opdef.compute is not None
+        return Constant(opdef.compute([w.data], {"src_layout": src, "dst_layout": dst}), w.span)
+    if _is_op(w, "layout_transform"):
+        inner = _attrs(w)  # type: ignore[arg-type]
+        if inner["dst_layout"] == src:
+            return relayout(w.args[0], str(inner["src_layout"]), dst)  # type: ignore[attr-defined]
+    if _is_op(w, "full") and isinstance(w.checked_type, TensorType):
+        shape = get_op("layout_transform").type_rel(  # type: ignore[union-attr]
+            [w.checked_type], {"src_layout": src, "dst_layout": dst}).shape  # type: ignore[union-attr]
+        attrs = dict(w.attrs)  # type: ignore[attr-defined]
+        attrs["shape"] = [int(d) for d in shape]
+        return op_call("full", list(w.args), w.span, **attrs)  # type: ignore[attr-defined]
+    return op_call("layout_transform", [w], w.span, src_layout=src, dst_layout=dst)
+
+
+def conv_kernel_layout(call: Call, lanes: int) -> str | None:
+    """The blocked kernel layout this conv2d should read, or None to leave it."""
+    attrs = _attrs(call)
+    x, w = (a.checked_type for a in call.args)
+    if not (isinstance(x, TensorType) and isinstance(w, TensorType) and x.dtype == w.dtype == "float32"):
+        return None
+    if attrs["data_layout"] != "NCHW" or attrs["kernel_layout"] != "OIHW" or (attrs["out_layout"] or "NCHW") != "NCHW":
+        return None
+    groups = int(attrs["groups"])  # type: ignore[arg-type]
+    o, c = int(w.shape[0]), int(x.shape[1])
+    if groups == o == c or (o // groups) % lanes:
+        return None
+    return f"OIHW{lanes}o"
+
+
+def dense_weight_layout(call: Call, panel: int) -> str | None:
+    """The packed weight layout this dense should read, or None to leave it."""
+    x, w = (a.checked_type for a in call.args)
+    if not (isinstance(x, TensorType) and isinstance(w, TensorType) and x.dtype == w.dtype == "float32"):
+        return None
+    if (_attrs(call)["weight_layout"] or "NK") != "NK" or int(w.shape[0]) % panel:
+        return None
+    return f"NK{panel}n"
+
+
+class BlockedWeights(ExprMutator):
+    """Rewrites conv2d/dense calls to blocked weights (dense only with a panel width)."""
+
+    def __init__(self, lanes: int, dense_panel: int | None) -> None:
+        super().__init__()
+        self.lanes = lanes
+        self.dense_panel = dense_panel
+
+    def rewrite_call(self, node: Call) -> Expr:
+        new = super().rewrite_call(node)
+        if _is_op(node, "nn.conv2d"):
+            layout = conv_kernel_layout(node, self.lanes)
+            if layout is not None:
+                x, w = new.args  # type: ignore[attr-defined]
+                return op_call("nn.conv2d", [x, relayout(w, "OIHW", layout)], node.span,
+                               **{**node.attrs, "kernel_layout": layout})
+        elif _is_op(node, "nn.dense") and self.dense_panel is not None:
+            layout = dense_weight_layout(node, self.dense_panel)
+            if layout is not None:
+                x, w = new.args  # type: ignore[attr-defined]
+                return op_call("nn.dense", [x, relayout(w, "NK", layout)], node.span,
+                               **{**node.attrs, "weight_layout": layout})
+        elif _is_op(node, "layout_transform") and _is_op(new.args[0], "layout_transform"):  # type: ignore[attr-defined]
+            attrs = _attrs(node)
+            return relayout(new.args[0], str(attrs["src_layout"]), str(attrs["dst_layout"]))  # type: ignore[attr-defined]
+        return new
+
+
+@register_pass
+@dataclasses.dataclass
+class AlterLayoutPass(ModulePass):
+    """Blocked weight layouts for the register-tiled conv2d/dense schedules."""
+
+    name = "alter-layout"
+    description = "pack conv2d/dense weights into the blocked layouts their register tiles read (OIHW8o, NK16n)"
+
+    lanes: int = 0   # vector lanes of the blocking; 0: the host's
+
+    def apply(self, mod: IRModule) -> IRModule:
+        infer_types(mod)
+        lanes = self.lanes or host_register_tile().lanes
+        out = mod.copy()
+        for name, func in mod.relay_functions():
+            out.functions[name] = BlockedWeights(lanes, packed_dense_layout()).visit(func)  # type: ignore[assignment]
+        return out

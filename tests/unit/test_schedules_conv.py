@@ -1,0 +1,162 @@
+"""The conv2d schedules (channel-vector tile, depthwise, vector padding) against independent
+references: numpy float64 correlation loops written here, through the TIR interpreter (every
+element of the output must be written) and, for a few shapes, the native build.
+
+Shapes are drawn to hit every tile edge: output channels per group below, at and off multiples
+of the vector and of the tile, pixel counts off multiples of the tile rows and of the strip,
+strides, dilations, asymmetric padding, groups, kernels given as OIHW or pre-blocked OIHW8o.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import irtool
+from irtool.eval.tir_interp import run_primfunc
+from irtool.ir.tir import Buffer, Call, PrimFunc, children
+from irtool.lower.schedules import RegisterTile, conv2d_channels_tiled
+from irtool.lower.schedules.conv_depthwise import conv2d_depthwise
+from irtool.lower.schedules.pad import pad_nchw
+from irtool.lower.te import Builder, Placeholder
+from irtool.syntax.parser import parse
+
+TILES = [RegisterTile(8, 6), RegisterTile(4, 3), RegisterTile(16, 8), RegisterTile(4, 1, vectors=1)]
+
+
+def reference(x: np.ndarray, w: np.ndarray, strides: tuple[int, int], dilation: tuple[int, int],
+              groups: int) -> np.ndarray:
+    """Direct correlation over an already padded NCHW input, OIHW weight, in float64."""
+    n, _, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    oh = (h - (kh - 1) * dilation[0] - 1) // strides[0] + 1
+    ow = (wd - (kw - 1) * dilation[1] - 1) // strides[1] + 1
+    og = o // groups
+    out = np.zeros((n, o, oh, ow))
+    for oc in range(o):
+        g = oc // og
+        for ky in range(kh):
+            for kx in range(kw):
+                y0, x0 = ky * dilation[0], kx * dilation[1]
+                patch = x[:, g * cg:(g + 1) * cg, y0:y0 + (oh - 1) * strides[0] + 1:strides[0],
+                          x0:x0 + (ow - 1) * strides[1] + 1:strides[1]].astype(np.float64)
+                out[:, oc] += np.einsum("nchw,c->nhw", patch, w[oc, :, ky, kx].astype(np.float64))
+    return out
+
+
+def block(w: np.ndarray, lanes: int) -> np.ndarray:
+    """OIHW -> OIHW{lanes}o by hand: (O/L, I, H, W, L)."""
+    o = w.shape[0]
+    return np.ascontiguousarray(w.reshape(o // lanes, lanes, *w.shape[1:]).transpose(0, 2, 3, 4, 1))
+
+
+def _run(sched_of, x: np.ndarray, w: np.ndarray, out_shape: tuple[int, ...]) -> np.ndarray:
+    xb, wb = Buffer("x", x.shape, "float32"), Buffer("w", w.shape, "float32")
+    out = Buffer("out", out_shape, "float32")
+    t = sched_of(Placeholder(xb), Placeholder(wb))
+    assert t is not None
+    func = PrimFunc([xb, wb, out], Builder().function_body([(t, out)]))
+    y = np.full(out_shape, np.nan, np.float32)
+    run_primfunc(func, [x, w, y])
+    return y
+
+
+conv_cases = st.fixed_dictionaries({
+    "n": st.integers(1, 2), "groups": st.integers(1, 3), "cg": st.integers(1, 4), "og": st.integers(1, 19),
+    "h": st.integers(1, 9), "w": st.integers(1, 11), "kh": st.integers(1, 3), "kw": st.integers(1, 3),
+    "sh": st.integers(1, 3), "sw": st.integers(1, 3), "dh": st.integers(1, 2), "dw": st.integers(1, 2),
+    "tile": st.sampled_from(TILES), "strip": st.sampled_from([1, 7, 256]), "seed": st.integers(0, 2**16)})
+
+
+@settings(deadline=None)
+@given(case=conv_cases)
+def test_channel_tile_matches_reference(case: dict) -> None:
+    g, cg, og = case["groups"], case["cg"], case["og"]
+    kh, kw, (sh, sw), (dh, dw) = case["kh"], case["kw"], (case["sh"], case["sw"]), (case["dh"], case["dw"])
+    h, wd = case["h"] + (kh - 1) * dh, case["w"] + (kw - 1) * dw    # the window always fits
+    rng = np.random.default_rng(case["seed"])
+    x = rng.standard_normal((case["n"], g * cg, h, wd)).astype(np.float32)
+    w = rng.standard_normal((g * og, cg, kh, kw)).astype(np.float32)
+    want = reference(x, w, (sh, sw), (dh, dw), g)
+    tile: RegisterTile = case["tile"]
+    got = _run(lambda xt, wt: conv2d_channels_tiled(xt, wt, "OIHW", (kh, kw), "float32", want.shape, (sh, sw),
+                                                   (dh, dw), g, tile, case["strip"]), x, w, want.shape)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    if og % tile.lanes == 0:   # the pre-blocked weight is read as is, not re-packed
+        got = _run(lambda xt, wt: conv2d_channels_tiled(xt, wt, f"OIHW{tile.lanes}o", (kh, kw), "float32",
+                                                       want.shape, (sh, sw), (dh, dw), g, tile, case["strip"]),
+                   x, block(w, tile.lanes), want.shape)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@settings(deadline=None)
+@given(c=st.integers(1, 5), h=st.integers(1, 8), w=st.integers(1, 21), kh=st.integers(1, 3), kw=st.integers(1, 3),
+       sh=st.integers(1, 2), sw=st.integers(1, 2), dh=st.integers(1, 2), dw=st.integers(1, 2),
+       lanes=st.sampled_from([4, 8, 16]), seed=st.integers(0, 2**16))
+def test_depthwise_matches_reference(c: int, h: int, w: int, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int,
+                                     lanes: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((1, c, h + (kh - 1) * dh, w + (kw - 1) * dw)).astype(np.float32)
+    wt = rng.standard_normal((c, 1, kh, kw)).astype(np.float32)
+    want = reference(x, wt, (sh, sw), (dh, dw), c)
+    got = _run(lambda xt, wtt: conv2d_depthwise(xt, wtt, "OIHW", (kh, kw), "float32", want.shape, (sh, sw), (dh, dw),
+                                                lanes), x, wt, want.shape)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@settings(deadline=None)
+@given(h=st.integers(1, 6), w=st.integers(1, 20), pads=st.tuples(*[st.integers(0, 3)] * 4),
+       lanes=st.sampled_from([4, 8]), seed=st.integers(0, 2**16))
+def test_vector_padding_matches_numpy(h: int, w: int, pads: tuple[int, int, int, int], lanes: int, seed: int) -> None:
+    x = np.random.default_rng(seed).standard_normal((2, 3, h, w)).astype(np.float32)
+    top, left, bottom, right = pads
+    want = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
+    xb, out = Buffer("x", x.shape, "float32"), Buffer("out", want.shape, "float32")
+    func = PrimFunc([xb, out], Builder().function_body([(pad_nchw(Placeholder(xb), pads, lanes), out)]))
+    y = np.full(want.shape, np.nan, np.float32)
+    run_primfunc(func, [x, y])
+    np.testing.assert_array_equal(y, want)
+
+
+def test_channel_tile_is_broadcast_times_weight_vector() -> None:
+    """The micro-kernel's shape: rows x vectors fmas of full vectors per reduction step."""
+    xb, wb, out = Buffer("x", (1, 16, 10, 10), "float32"), Buffer("w", (4, 16, 3, 3, 8), "float32"), \
+        Buffer("o", (1, 32, 8, 8), "float32")
+    tile = RegisterTile(8, 6)
+    t = conv2d_channels_tiled(Placeholder(xb), Placeholder(wb), "OIHW8o", (3, 3), "float32", out.shape, (1, 1),
+                              (1, 1), 1, tile)
+    assert t is not None
+    stack, fmas = [Builder().function_body([(t, out)])], []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Call) and node.name == "fma":
+            fmas.append(node)
+        stack.extend(children(node))  # type: ignore[arg-type]
+    # 64 pixels = 10 tiles of 6 + one of 4: two tile bodies, each rows x 2 vector fmas
+    assert len(fmas) == (6 + 4) * 2
+    assert all(f.dtype == "float32x8" for f in fmas)
+
+
+@pytest.mark.parametrize("shape,weight,strides,pad,groups", [
+    ((1, 3, 23, 23), (16, 3, 7, 7), 2, 3, 1),        # a stem: 7x7/2
+    ((1, 16, 14, 14), (24, 16, 1, 1), 2, 0, 1),      # 1x1/2 downsampling
+    ((1, 12, 7, 7), (24, 4, 1, 1), 1, 0, 3),         # grouped, 8 channels per group
+    ((1, 8, 9, 9), (10, 4, 3, 3), 1, 1, 2),          # grouped, 5 channels per group (a short vector)
+    ((1, 9, 13, 13), (9, 1, 3, 3), 2, 1, 9),         # depthwise 3x3/2
+])
+def test_native_conv_matches_reference(shape: tuple[int, ...], weight: tuple[int, ...], strides: int, pad: int,
+                                       groups: int) -> None:
+    src = f"""#[version = "0.0.5"]
+def @main(%x: Tensor[{shape}, float32], %w: Tensor[{weight}, float32]) {{
+  nn.relu(nn.conv2d(%x, %w, strides=[{strides}, {strides}], padding=[{pad}, {pad}, {pad}, {pad}], groups={groups}))
+}}"""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal(weight).astype(np.float32)
+    want = np.maximum(reference(np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad))), w, (strides, strides), (1, 1),
+                                groups), 0)
+    for pipeline in ("simplify-inference,fuse-ops,lower", "simplify-inference,alter-layout,fuse-ops,lower"):
+        native = irtool.build(parse(src, "conv.relay"), pipeline=pipeline)
+        np.testing.assert_allclose(native(x=x, w=w), want, rtol=1e-4, atol=1e-4)
