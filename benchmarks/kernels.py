@@ -4,7 +4,9 @@
 
 - elementwise: relu(a*b+c) on 16M float32, one fused kernel, against numpy's temporaries
   (`np.maximum(a*b+c, 0)`) — the issue's target is ≥ 3x numpy (reference: 3.0-4.2x measured).
-- dense: 512x512 · 512x512ᵀ (`nn.dense`), against numpy.matmul (OpenBLAS, 1 thread).
+- dense: 512x512 · 512x512ᵀ (`nn.dense`), against numpy.matmul (OpenBLAS, 1 thread), with W an
+  input and W a constant (packed into panels at compile time); and a batch-1 FC layer
+  (1x9216 · 4096x9216, memory bound: GB/s of weight) against numpy's GEMV. Timed interleaved.
 - conv2d: 1x64x56x56, 64 filters 3x3, pad 1 (231 MFLOP), against numpy im2col + matmul, and
   onnxruntime (ORT_ENABLE_ALL, 1 thread) if installed.
 dense and NCHW conv2d (unit column stride) lower to register-tiled kernels sized for the host's
@@ -84,26 +86,76 @@ def @main(%a: Tensor[({n}), float32], %b: Tensor[({n}), float32], %c: Tensor[({n
     ]
 
 
+def _interleaved_ms(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, float]:
+    """Median ms of each function, timed round-robin (one call of each per round) so that load
+    from other processes on a shared machine hits every row of a comparison alike."""
+    times: dict[str, list[float]] = {label: [] for label in fns}
+    for fn in fns.values():
+        fn()
+    for _ in range(repeat):
+        for label, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[label].append((time.perf_counter() - t0) * 1e3)
+    return {label: statistics.median(v) for label, v in times.items()}
+
+
+def _dense_module(m: int, k: int, n: int, weight: np.ndarray | None = None) -> Any:
+    """`nn.dense(%x, W)`: W the parameter %w, or the constant `weight` (packed at compile time
+    by alter-layout, as onnxruntime and the models' FC layers have it)."""
+    from irtool.ir.expr import Call, Constant, Function, Op, Var
+    from irtool.ir.module import IRModule
+    from irtool.ir.types import TensorType
+    x = Var("x", TensorType((m, k), "float32"))
+    params = [x]
+    if weight is None:
+        params.append(Var("w", TensorType((n, k), "float32")))
+    mod = IRModule()
+    mod.functions["main"] = Function(params, Call(Op("nn.dense"), [x, params[1] if weight is None
+                                                                   else Constant(weight)]))
+    return mod
+
+
 def bench_dense(repeat: int) -> list[dict[str, Any]]:
-    m = k = n = 512
-    src = f"""#[version = "0.0.5"]
-def @main(%x: Tensor[({m}, {k}), float32], %w: Tensor[({n}, {k}), float32]) {{
-  nn.dense(%x, %w)
-}}"""
+    """512^3 against OpenBLAS (W a run-time input, or a constant), and a batch-1 FC layer (AlexNet's
+    1 x 9216 . 4096 x 9216: memory bound, so GB/s of weight read) against numpy's GEMV."""
     rng = np.random.default_rng(1)
+    rows: list[dict[str, Any]] = []
+    m = k = n = 512
     x = _aligned(rng.standard_normal((m, k)).astype(np.float32))
     w = _aligned(rng.standard_normal((n, k)).astype(np.float32))
     flop = 2 * m * n * k
-    rows = []
-    t_numpy = _median_ms(lambda: x @ w.T, repeat)
-    rows.append({"kernel": "dense 512^3", "impl": "numpy.matmul (OpenBLAS, 1 thread)", "ms": t_numpy,
-                 "GFLOP/s": flop / t_numpy / 1e6, "ratio_vs_numpy": 1.0})
-    for label, opts in (("irtool -O3", {}), ("irtool -O3 --fast-math", {"fast_math": True})):
-        native, compile_s = _compile(src, **opts)
-        np.testing.assert_allclose(native(x=x, w=w), x @ w.T, rtol=1e-3, atol=1e-3)
-        t = _median_ms(lambda: native(x=x, w=w), max(1, repeat // 2))
-        rows.append({"kernel": "dense 512^3", "impl": label, "ms": t, "GFLOP/s": flop / t / 1e6,
-                     "ratio_vs_numpy": t_numpy / t, "compile_s": compile_s})
+    fns: dict[str, Callable[[], Any]] = {"numpy.matmul (OpenBLAS, 1 thread)": lambda: x @ w.T}
+    compile_s: dict[str, float] = {}
+    out = aligned_empty((m, n), np.float32)
+    for label, opts, const_w in (("irtool -O3", {}, False), ("irtool -O3 --fast-math", {"fast_math": True}, False),
+                                 ("irtool -O3, constant W (pre-packed)", {}, True)):
+        t0 = time.perf_counter()
+        native = irtool.build(_dense_module(m, k, n, w if const_w else None), **opts)
+        compile_s[label] = time.perf_counter() - t0
+        args = {"x": x} if const_w else {"x": x, "w": w}
+        np.testing.assert_allclose(native(**args), x @ w.T, rtol=1e-3, atol=1e-3)
+        fns[label] = lambda native=native, args=args: native.run_into((out,), **args)
+    ms = _interleaved_ms(fns, repeat * 2)
+    base = ms["numpy.matmul (OpenBLAS, 1 thread)"]
+    rows += [{"kernel": "dense 512^3", "impl": label, "ms": t, "GFLOP/s": flop / t / 1e6, "ratio_vs_numpy": base / t,
+              **({"compile_s": compile_s[label]} if label in compile_s else {})} for label, t in ms.items()]
+
+    m, k, n = 1, 9216, 4096
+    x = _aligned(rng.standard_normal((m, k)).astype(np.float32))
+    w = _aligned(rng.standard_normal((n, k)).astype(np.float32))
+    out = aligned_empty((m, n), np.float32)
+    t0 = time.perf_counter()
+    native = irtool.build(_dense_module(m, k, n))
+    gemv_compile = time.perf_counter() - t0
+    np.testing.assert_allclose(native(x=x, w=w), x @ w.T, rtol=1e-3, atol=1e-3)
+    ms = _interleaved_ms({"numpy (OpenBLAS GEMV)": lambda: x @ w.T,
+                          "irtool -O3": lambda: native.run_into((out,), x=x, w=w)}, repeat * 2)
+    gb = n * k * 4 / 1e9
+    base = ms["numpy (OpenBLAS GEMV)"]
+    rows += [{"kernel": "dense 1x9216.4096x9216", "impl": label, "ms": t, "GB/s": gb / t * 1e3,
+              "ratio_vs_numpy": base / t, **({"compile_s": gemv_compile} if label.startswith("irtool") else {})}
+             for label, t in ms.items()]
     return rows
 
 

@@ -107,7 +107,8 @@ def print_table(rows: list[dict[str, object]]) -> None:
     print(f"{'model':<14}{'stage':<9}{'hoist':<6}{'steps':>6}{'lower bound':>14}"
           + "".join(f"{title:>21}" for _, title in columns) + f"{'hoisted':>13}{'gbs s':>7}")
     for r in rows:
-        cells = "".join(f"{r[f'{k}_bytes'] / MIB:>9.2f} MiB {r[f'{k}_ratio']:>6.3f}x" for k, _ in columns)  # type: ignore
+        cells = "".join(f"{r[f'{k}_bytes'] / MIB:>9.2f} MiB {r[f'{k}_ratio']:>6.3f}x"  # type: ignore[operator]
+                        for k, _ in columns)
         print(f"{r['model']:<14}{r['stage']:<9}{'on' if r['hoist'] else 'off':<6}{r['steps']:>6}"
               f"{r['lower_bound_bytes'] / MIB:>10.2f} MiB{cells}"  # type: ignore[operator]
               f"{r['hoisted_bytes'] / MIB:>9.2f} MiB{r['greedy_by_size_s']:>7.2f}")  # type: ignore[operator]

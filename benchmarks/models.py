@@ -6,10 +6,12 @@
 One row per model: import seconds, native compile seconds (`irtool.build`), irtool native latency
 (median of --repeat after a warm-up), onnxruntime latency with one intra-op thread measured in
 the same run (`--threads N`: N threads for both, irtool's parallel loops and onnxruntime's pool),
-their ratio, and the planned workspace arena against the liveness lower bound
-(`irtool.analysis.memory_report` on the lowered module). Inputs are the ONNX test runner's ramp
-(`arange(n)/n`); each native result is checked against onnxruntime's (logits by relative error)
-and a mismatch is reported in the `check` column. A stage that fails (an operator the native
+their ratio, the planned workspace arena against the liveness lower bound
+(`irtool.analysis.memory_report` on the lowered module), and the static pool that `_init` fills
+once with what depends only on the weights (`pool_bytes`: the zoo's `full` weights and their
+repacked forms). Inputs are the ONNX test runner's ramp (`arange(n)/n`); each native result is
+checked against onnxruntime's (logits by relative error) and a mismatch is reported in the
+`check` column. A stage that fails (an operator the native
 path cannot lower yet) leaves its columns empty and names the error.
 """
 
@@ -52,7 +54,7 @@ def bench_model(name: str, repeat: int, native: bool, threads: int = 1) -> dict[
     import onnx
     row: dict[str, Any] = {"model": name, "import_s": None, "compile_s": None, "irtool_ms": None,
                            "onnxruntime_ms": None, "ratio": None, "arena_bytes": None,
-                           "lower_bound_bytes": None, "check": None, "error": None}
+                           "lower_bound_bytes": None, "pool_bytes": None, "check": None, "error": None}
     model, logits = with_logits_output(onnx.load(str(light_model_path(name))))
     started = time.perf_counter()
     imported = import_model(model, embed_params=True, source=name)
@@ -72,6 +74,7 @@ def bench_model(name: str, repeat: int, native: bool, threads: int = 1) -> dict[
         started = time.perf_counter()
         built = irtool.build(imported.module, threads=threads)
         row["compile_s"] = round(time.perf_counter() - started, 3)
+        row["pool_bytes"] = built.abi.pool_bytes
         ours = built(**{input_name: x})
         row["irtool_ms"] = round(median_ms(lambda: built(**{input_name: x}), repeat), 3)
         row["ratio"] = round(row["irtool_ms"] / row["onnxruntime_ms"], 2)
@@ -89,7 +92,7 @@ def bench_model(name: str, repeat: int, native: bool, threads: int = 1) -> dict[
 
 def format_table(rows: list[dict[str, Any]]) -> str:
     columns = ["model", "import_s", "compile_s", "irtool_ms", "onnxruntime_ms", "ratio", "arena_bytes",
-               "lower_bound_bytes", "check", "error"]
+               "lower_bound_bytes", "pool_bytes", "check", "error"]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in rows:
         lines.append("| " + " | ".join("" if row[c] is None else str(row[c]) for c in columns) + " |")

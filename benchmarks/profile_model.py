@@ -1,12 +1,15 @@
 """Per-kernel profile of one light ONNX model compiled natively: where `_run`'s time goes.
 
     python benchmarks/profile_model.py --model resnet50 [--top 20] [--repeat 5] [--opt-level 3]
+    python benchmarks/profile_model.py --model densenet --compile-stages
 
 Imports `light_<model>.onnx` (weights embedded), compiles it with its kernels exported, feeds the
 ONNX test runner's ramp input, and prints `irtool.runtime.profile.Profile.table`: every step of
 `_run` slowest first (ms as the median of --repeat, share of the sum, GFLOP/s from the kernel's
 TIR, output shape, kernel and operators), the sum of the steps against the whole `_run`, and the
-once-only `_init` time. The compile time is printed first.
+once-only `_init` time. The compile time is printed first. `--compile-stages` instead prints
+where compiling goes (CPU seconds of lowering, IR generation, LLVM parsing, the -O pipeline and
+code generation; IR size and kernel count) and runs nothing.
 """
 
 from __future__ import annotations
@@ -20,9 +23,37 @@ import argparse
 import sys
 import time
 
+from irtool.codegen.target import TargetOptions
 from irtool.frontend.onnx_zoo import LIGHT_MODELS, light_model_path, runner_input
+from irtool.ir.module import IRModule
 
 SHORT = {"alexnet": "bvlc_alexnet", "zfnet": "zfnet512", "densenet": "densenet121"}
+
+
+def compile_stages(name: str, mod: IRModule, options: TargetOptions) -> str:
+    """CPU seconds of each stage of `irtool.build`'s path, run one after the other."""
+    from irtool.codegen.compile import ensure_lowered
+    from irtool.codegen.entry import generate_module
+    from irtool.codegen.target import parse_and_optimize, target_machine
+
+    clock = time.process_time
+    started = clock()
+    lowered = ensure_lowered(mod)
+    lower = clock() - started
+    started = clock()
+    generated = generate_module(lowered, "irtool", options, embed_constants=False)
+    generate = clock() - started
+    tm = target_machine(options, jit=True)
+    started = clock()
+    module = parse_and_optimize(generated.ir, options, tm)
+    optimise = clock() - started
+    started = clock()
+    tm.emit_object(module)
+    codegen = clock() - started
+    total = lower + generate + optimise + codegen
+    return (f"{name}: lower {lower:.2f} s, generate IR {generate:.2f} s, parse + -O{options.opt_level} "
+            f"{optimise:.2f} s, code generation {codegen:.2f} s; total {total:.2f} s CPU "
+            f"({len(generated.ir) / 1e6:.1f} MB of IR, {len(generated.kernels)} kernels)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top", type=int, default=20, help="rows to show, slowest first (0: all; default 20)")
     ap.add_argument("--repeat", type=int, default=5, help="timed passes per step (median; default 5)")
     ap.add_argument("--opt-level", type=int, default=3, choices=range(4))
+    ap.add_argument("--compile-stages", action="store_true", help="time the stages of compiling instead")
     args = ap.parse_args(argv)
     name = SHORT.get(args.model, args.model)
     if name not in LIGHT_MODELS:
@@ -38,12 +70,14 @@ def main(argv: list[str] | None = None) -> int:
     import onnx
 
     from irtool.codegen.compile import ensure_lowered
-    from irtool.codegen.target import TargetOptions
     from irtool.frontend.onnx import import_model
     from irtool.runtime.native import NativeModule
     from irtool.runtime.profile import profile_native
 
     imported = import_model(onnx.load(str(light_model_path(name))), embed_params=True, source=name)
+    if args.compile_stages:
+        print(compile_stages(name, imported.module, TargetOptions(opt_level=args.opt_level)))
+        return 0
     (input_name,) = imported.inputs
     shape = tuple(int(d) for d in imported.module["main"].params[0].type_annotation.shape)
     started = time.perf_counter()

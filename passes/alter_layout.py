@@ -6,7 +6,8 @@ the host's vector lanes L) becomes
 `nn.conv2d(x, layout_transform(w, src_layout="OIHW", dst_layout="OIHW{L}o"), kernel_layout="OIHW{L}o")`:
 one vector load of the blocked weight gives L output channels. `nn.dense(x, w)` becomes
 `nn.dense(x, layout_transform(w, "NK", "NK{NR}n"), weight_layout="NK{NR}n")` (panels of the
-dense tile's NR columns) when the dense schedule reads packed panels and N is a multiple of NR.
+dense tile's NR columns) when the dense schedule prefers panels for that many rows of x (not
+for a batch-1 layer, whose weight rows it streams as given) and N is a multiple of NR.
 Depthwise convolutions keep OIHW (their schedule vectorizes along the output row).
 
 The transform is folded where the weight allows it: a constant is packed here (numpy), a
@@ -29,7 +30,8 @@ from irtool.ir.module import IRModule
 from irtool.ir.types import TensorType
 from irtool.ir.visitor import ExprMutator
 from irtool.lower.schedules import host_register_tile
-from irtool.lower.schedules.layout import packed_dense_layout
+from irtool.lower.schedules.dense import weight_layout_for
+from irtool.lower.schedules.tile import RegisterTile
 from irtool.ops.registry import get_op
 
 
@@ -79,23 +81,26 @@ def conv_kernel_layout(call: Call, lanes: int) -> str | None:
     return f"OIHW{lanes}o"
 
 
-def dense_weight_layout(call: Call, panel: int) -> str | None:
-    """The packed weight layout this dense should read, or None to leave it."""
+def dense_weight_layout(call: Call, tile: RegisterTile) -> str | None:
+    """The packed weight layout this dense should read (the dense schedule's choice for its
+    number of rows: panels for a matrix product, W as given for a batch-1 layer), or None."""
     x, w = (a.checked_type for a in call.args)
-    if not (isinstance(x, TensorType) and isinstance(w, TensorType) and x.dtype == w.dtype == "float32"):
+    if not (isinstance(x, TensorType) and isinstance(w, TensorType) and x.dtype == w.dtype == "float32"
+            and x.ndim == 2 and w.ndim == 2):
         return None
-    if (_attrs(call)["weight_layout"] or "NK") != "NK" or int(w.shape[0]) % panel:
+    layout = weight_layout_for(int(x.shape[0]), tile)
+    if (_attrs(call)["weight_layout"] or "NK") != "NK" or layout == "NK" or int(w.shape[0]) % (tile.lanes * tile.vectors):
         return None
-    return f"NK{panel}n"
+    return layout
 
 
 class BlockedWeights(ExprMutator):
-    """Rewrites conv2d/dense calls to blocked weights (dense only with a panel width)."""
+    """Rewrites conv2d/dense calls to blocked weights (dense panels of `dense_tile`)."""
 
-    def __init__(self, lanes: int, dense_panel: int | None) -> None:
+    def __init__(self, lanes: int, dense_tile: RegisterTile) -> None:
         super().__init__()
         self.lanes = lanes
-        self.dense_panel = dense_panel
+        self.dense_tile = dense_tile
 
     def rewrite_call(self, node: Call) -> Expr:
         new = super().rewrite_call(node)
@@ -105,8 +110,8 @@ class BlockedWeights(ExprMutator):
                 x, w = new.args  # type: ignore[attr-defined]
                 return op_call("nn.conv2d", [x, relayout(w, "OIHW", layout)], node.span,
                                **{**node.attrs, "kernel_layout": layout})
-        elif _is_op(node, "nn.dense") and self.dense_panel is not None:
-            layout = dense_weight_layout(node, self.dense_panel)
+        elif _is_op(node, "nn.dense"):
+            layout = dense_weight_layout(node, self.dense_tile)
             if layout is not None:
                 x, w = new.args  # type: ignore[attr-defined]
                 return op_call("nn.dense", [x, relayout(w, "NK", layout)], node.span,
@@ -129,8 +134,9 @@ class AlterLayoutPass(ModulePass):
 
     def apply(self, mod: IRModule) -> IRModule:
         infer_types(mod)
-        lanes = self.lanes or host_register_tile().lanes
+        host = host_register_tile()
+        tile = RegisterTile(self.lanes, host.rows) if self.lanes else host
         out = mod.copy()
         for name, func in mod.relay_functions():
-            out.functions[name] = BlockedWeights(lanes, packed_dense_layout()).visit(func)  # type: ignore[assignment]
+            out.functions[name] = BlockedWeights(tile.lanes, tile).visit(func)  # type: ignore[assignment]
         return out

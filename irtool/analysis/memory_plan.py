@@ -4,12 +4,13 @@ A plan is a list of storages (blocks of bytes, each on one device) and, for ever
 tensor, a storage and a byte offset in it. Three planners:
 
 - `greedy-by-size` (Pisarchyk & Lee 2020): one arena per device; tensors largest first, each at
-  the lowest aligned offset that is free over its whole live range. With `in_place`, an
-  element-wise step writes its result over a same-shaped input that dies at that step, so the
-  two share one buffer; with `concat_in_place`, the inputs of a concatenation are placed in
-  their slices of its result, so the concatenation copies nothing. Both can beat the plain
-  liveness lower bound.
-- `greedy-best`: the same placement in four orders (largest, largest size x lifetime,
+  the lowest aligned offset that is free over its whole live range, then, while above the bound,
+  a bounded repair of the order (`repair_order`). With `in_place`, an element-wise step writes its
+  result over a same-shaped input that dies at that step, so the two share one buffer; with
+  `concat_in_place`, the inputs of a concatenation are placed in their slices of its result, so
+  the concatenation copies nothing. Both can beat the plain liveness lower bound; each is kept
+  only where it makes the arena smaller or equal.
+- `greedy-best`: the same placement and repair in four orders (largest, largest size x lifetime,
   longest-lived first, and first the buffers live where the most bytes are), keeping the
   smallest arena, then a short seeded local search over the order while above the bound.
 - `tvm-greedy`: TVM's GraphPlanMemory token allocator as DESIGN.md restates it: parameters and

@@ -83,6 +83,9 @@ class GeneratedModule:
     # Without embedded constants (the JIT), the pool is external too: the runtime binds this
     # symbol to memory of its own (numpy's, which asks the kernel for huge pages).
     pool_symbol: str | None = None
+    # With `chunks` > 1: the same code as separate LLVM modules (the entry functions first, then
+    # groups of kernels), to be compiled in parallel and linked by the JIT; `ir` is their text joined.
+    chunk_irs: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -437,19 +440,41 @@ def _with_attributes(define: str, group: str) -> str:
     return head.replace(") #0 {", f") {group} {{") + sep + rest
 
 
+def _chunk_texts(header: str, globals_: list[str], kernel_defines: dict[str, str], arity: dict[str, int],
+                 entry_text: str, tail: list[str], chunks: int) -> list[str]:
+    """Module texts: the entry functions (declaring the kernels), then the kernels dealt out
+    largest first to the lightest of `chunks` groups. Every text repeats the declarations,
+    attribute groups and metadata (what is unused in one is dropped)."""
+    groups: list[list[str]] = [[] for _ in range(chunks)]
+    sizes = [0] * chunks
+    for symbol, text in sorted(kernel_defines.items(), key=lambda kv: -len(kv[1])):
+        lightest = sizes.index(min(sizes))
+        groups[lightest].append(text)
+        sizes[lightest] += len(text)
+    declares = [f"declare i32 @{symbol}({', '.join(['ptr'] * arity[symbol])})" for symbol in sorted(kernel_defines)]
+    entry = "\n".join([header, "", *globals_, "", *declares, "", entry_text, *tail])
+    return [entry, *("\n".join([header, "", *group, *tail]) for group in groups if group)]
+
+
 def generate_module(mod: IRModule, prefix: str, options: TargetOptions,
-                    embed_constants: bool = True, export_kernels: bool = False) -> GeneratedModule:
+                    embed_constants: bool = True, export_kernels: bool = False, chunks: int = 1) -> GeneratedModule:
     """The LLVM IR text of a lowered module: kernels, `<prefix>_init`, `<prefix>_run`, constants,
     workspace size. A module without `main` gives its kernels as exported functions
     `<prefix>_<name>`. With `embed_constants=False` constants are external globals whose data is
     returned in `external_constants` (the JIT binds them to the arrays: no weights pass through IR
-    text). `export_kernels` gives `main`'s kernels external linkage too (the profiler calls them)."""
+    text). `export_kernels` gives `main`'s kernels external linkage too (the profiler calls them).
+    `chunks` > 1 also splits a module with `main` into that many groups of kernels plus the entry
+    functions (`chunk_irs`; kernels get external linkage), unless codegen added functions of its
+    own (parallel-loop workers), which stay in one module."""
     ctx = ModuleContext(fast_math=options.fast_math, threads=options.threads)
     prefix = sanitize(prefix)
     external: dict[str, np.ndarray] = {}
     main = mod.functions.get("main")
     kernels = {n: f for n, f in mod.functions.items() if isinstance(f, PrimFunc)}
     parts: list[str] = []
+    kernel_defines: dict[str, str] = {}   # symbol -> `define` text, for main's kernels
+    arity: dict[str, int] = {}
+    entry_text = ""
     abi: ABI | None = None
     layout: MainLayout | None = None
     if main is not None:
@@ -457,12 +482,15 @@ def generate_module(mod: IRModule, prefix: str, options: TargetOptions,
             raise DiagnosticError("irtool-llc: `main` must be a Relay function", getattr(main, "span", None))
         builder = _EntryBuilder(mod, prefix, ctx, None if embed_constants else external)
         entry_text, abi, layout = builder.build(main)
-        linkage = "" if export_kernels else "internal"
+        linkage = "" if export_kernels or chunks > 1 else "internal"
         for name in sorted(builder.kernel_align):
-            define = primfunc_to_llvm(ctx, kernels[name], f"{prefix}_{sanitize(name)}", builder.kernel_align[name],
+            symbol = f"{prefix}_{sanitize(name)}"
+            define = primfunc_to_llvm(ctx, kernels[name], symbol, builder.kernel_align[name],
                                       name not in builder.kernel_may_alias, linkage)
-            parts.append(_with_attributes(define, RUN_KERNEL if name in builder.run_kernels else INIT_KERNEL))
-        parts.append(entry_text)
+            kernel_defines[symbol] = _with_attributes(define, RUN_KERNEL if name in builder.run_kernels
+                                                      else INIT_KERNEL)
+            arity[symbol] = len(kernels[name].params)
+        parts += [*kernel_defines.values(), entry_text]
         globals_ = builder.globals
         used = sorted(builder.kernel_align)
     else:
@@ -474,13 +502,19 @@ def generate_module(mod: IRModule, prefix: str, options: TargetOptions,
         used = sorted(kernels)
     if abi is not None:
         abi.assert_messages = list(ctx.assert_messages)
-    text = [f"; irtool-llc module `{prefix}`", "", *globals_, "", *parts, *ctx.functions,
-            *sorted(ctx.declarations.values()), "",
-            *_attribute_groups(options.function_attributes()), "", *ctx.metadata, ""]
-    ir = "\n".join(text)
+    header = f"; irtool-llc module `{prefix}`"
+    tail = [*sorted(ctx.declarations.values()), "", *_attribute_groups(options.function_attributes()), "",
+            *ctx.metadata, ""]
+    if chunks > 1 and kernel_defines and not ctx.functions:
+        chunk_irs = _chunk_texts(header, globals_, kernel_defines, arity, entry_text, tail, chunks)
+        ir = "\n".join(chunk_irs)
+    else:
+        chunk_irs = []
+        ir = "\n".join([header, "", *globals_, "", *parts, *ctx.functions, *tail])
     pool_symbol = None
     if not embed_constants and layout is not None and layout.pool_bytes:
         # Named by the module's text: one pool (and one `_ready` flag, in the one cached engine) per module.
         pool_symbol = f"{prefix}.pool.{hashlib.sha256(ir.encode()).hexdigest()[:16]}"
         ir = ir.replace(f"@{prefix}.pool", f"@{pool_symbol}")
-    return GeneratedModule(ir, prefix, abi, used, external, layout, pool_symbol)
+        chunk_irs = [text.replace(f"@{prefix}.pool", f"@{pool_symbol}") for text in chunk_irs]
+    return GeneratedModule(ir, prefix, abi, used, external, layout, pool_symbol, chunk_irs)

@@ -53,15 +53,14 @@ def emit_header(abi: ABI) -> str:
         f"/* Bytes of scratch memory {p}_run needs ({abi.workspace_bytes}); allocate it once, 64-byte aligned. */",
         f"extern const uint64_t {p}_workspace_size;",
         "",
-        f"/* Computes, once, what depends only on the model's constants ({abi.pool_bytes} bytes of static "
-        "memory).",
+        f"/* Computes, once, what depends only on the model's constants ({abi.pool_bytes} bytes of static memory).",
         f"   {p}_run calls it on its first call; a program that calls {p}_run from several threads",
         "   must call it first, from one thread. Further calls return at once. Returns 0, or a status as",
         f"   {p}_run does. */",
         f"int32_t {p}_init(void);",
         "",
-        f"/* Runs main. Returns 0 on success, {STATUS_MISALIGNED} if a pointer is misaligned, "
-        f"{STATUS_OUT_OF_MEMORY} if scratch",
+        (f"/* Runs main. Returns 0 on success, {STATUS_MISALIGNED} if a pointer is misaligned, "
+         f"{STATUS_OUT_OF_MEMORY} if scratch"),
         f"   memory ran out, {STATUS_ASSERT_BASE}+k if assertion k failed. Outputs must not overlap inputs. */",
         f"int32_t {p}_run(const struct {p}_inputs* in, struct {p}_outputs* out, void* workspace);",
         "",

@@ -20,9 +20,9 @@ from typing import Any
 import llvmlite.binding as llvm
 import numpy as np
 
-from irtool.codegen.compile import DEFAULT_PIPELINE, CompiledArtifacts, compile_module, ensure_lowered
-from irtool.codegen.entry import ABI, TensorSpec, generate_module, sanitize
-from irtool.codegen.target import TargetOptions
+from irtool.codegen.compile import DEFAULT_PIPELINE, compile_chunks, compile_module, compile_threads, ensure_lowered
+from irtool.codegen.entry import ABI, GeneratedModule, TensorSpec, generate_module, sanitize
+from irtool.codegen.target import TargetOptions, target_machine
 from irtool.codegen.tir_to_llvm import STATUS_ASSERT_BASE, STATUS_MISALIGNED, STATUS_OUT_OF_MEMORY
 from irtool.eval.tir_interp import array_shape, numpy_dtype
 from irtool.ir.module import IRModule
@@ -43,17 +43,28 @@ def aligned_empty(shape: tuple[int, ...], dtype: str | np.dtype) -> np.ndarray:
     return raw[start:start + nbytes].view(dt).reshape(shape)
 
 
-def _jit(ir: str, options: TargetOptions, art_builder: Callable[[], CompiledArtifacts],
+def _jit(ir: str, options: TargetOptions, make_engine: Callable[[], llvm.ExecutionEngine],
          symbol: str | None) -> tuple[llvm.ExecutionEngine, int]:
     """A finalized engine for `ir` (cached by its hash and the options) and `symbol`'s address."""
     key = hashlib.sha256(repr((ir, options)).encode()).hexdigest()
     engine = _CACHE.get(key)
     if engine is None:
-        art = art_builder()
-        engine = llvm.create_mcjit_compiler(art.llvm_module, art.target)
+        engine = make_engine()
         engine.finalize_object()
         _CACHE[key] = engine
     return engine, (engine.get_function_address(symbol) if symbol else 0)
+
+
+def _engine(generated: GeneratedModule, prefix: str, options: TargetOptions) -> llvm.ExecutionEngine:
+    """MCJIT over the generated code: its chunks compiled on parallel threads and linked by the
+    JIT, or the one module."""
+    if generated.chunk_irs:
+        engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target_machine(options, jit=True))
+        for obj in compile_chunks(generated, options):
+            engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+        return engine
+    art = compile_module(generated, prefix, options, jit=True)
+    return llvm.create_mcjit_compiler(art.llvm_module, art.target)
 
 
 _SYMBOLS: dict[str, np.ndarray] = {}
@@ -75,7 +86,8 @@ class NativeModule:
 
     def __init__(self, mod: IRModule, options: TargetOptions, prefix: str = "irtool",
                  export_kernels: bool = False) -> None:
-        generated = generate_module(mod, prefix, options, embed_constants=False, export_kernels=export_kernels)
+        generated = generate_module(mod, prefix, options, embed_constants=False, export_kernels=export_kernels,
+                                    chunks=compile_threads())
         if generated.abi is None:
             raise DiagnosticError("irtool.build: the module has no `main` function to run")
         self.abi: ABI = generated.abi
@@ -91,7 +103,7 @@ class NativeModule:
             pool = aligned_empty((self.abi.pool_bytes,), np.uint8)
             _SYMBOLS[generated.pool_symbol] = pool
             llvm.add_symbol(generated.pool_symbol, pool.ctypes.data)
-        self._engine, address = _jit(self.ir, options, lambda: compile_module(generated, prefix, options, jit=True),
+        self._engine, address = _jit(self.ir, options, lambda: _engine(generated, prefix, options),
                                      f"{self.abi.prefix}_run")
         self._run = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(address)
         self._workspace = aligned_empty((max(self.abi.workspace_bytes, 1),), np.uint8)
@@ -262,8 +274,7 @@ class KernelLibrary:
                 kernels_only.functions[name] = func
         generated = generate_module(kernels_only, prefix, options)
         self.ir = generated.ir
-        self._engine, _ = _jit(self.ir, options, lambda: compile_module(generated, prefix, options, jit=True),
-                               symbol=None)
+        self._engine, _ = _jit(self.ir, options, lambda: _engine(generated, prefix, options), symbol=None)
         self._funcs = {name: kernels_only.functions[name] for name in generated.kernels}
         self._prefix = generated.prefix
 

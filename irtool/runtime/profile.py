@@ -25,7 +25,7 @@ import numpy as np
 
 from irtool.analysis.liveness import COPY, Step
 from irtool.codegen.compile import DEFAULT_PIPELINE, ensure_lowered
-from irtool.codegen.entry import CONSTANTS, INPUTS, OUTPUTS, POOL, WORKSPACE, MainLayout, step_kernel
+from irtool.codegen.entry import CONSTANTS, INPUTS, OUTPUTS, WORKSPACE, MainLayout, step_kernel
 from irtool.codegen.target import TargetOptions
 from irtool.ir import tir
 from irtool.ir.module import IRModule
@@ -181,14 +181,17 @@ class _StepRunner:
 
     def address(self, t: int) -> int:
         loc = self.layout.locations[t]
-        base = {INPUTS: lambda: self.arrays[loc.index], OUTPUTS: lambda: self.outputs[loc.index],
-                CONSTANTS: lambda: self.constants[loc.index], WORKSPACE: lambda: self.workspace,
-                POOL: lambda: self.pool}[loc.region]()
+        if loc.region == INPUTS:
+            base = self.arrays[loc.index]
+        elif loc.region == OUTPUTS:
+            base = self.outputs[loc.index]
+        elif loc.region == CONSTANTS:
+            base = self.constants[loc.index]
+        else:
+            base = self.workspace if loc.region == WORKSPACE else self.pool
         return int(base.ctypes.data) + loc.offset
 
     def call(self, step: Step) -> Callable[[], int]:
-        tensors = list(step.inputs) + list(step.outputs)
-        addresses = [self.address(t) for t in tensors]
         if step.kind == COPY:
             live = self.layout.live
             pairs = [(self.address(d), self.address(s), live.tensors[d].nbytes)
@@ -201,6 +204,7 @@ class _StepRunner:
             return copy
         name, _ = step_kernel(self.native.mod, step)
         fn = self.native.kernel(name)
+        addresses = [self.address(t) for t in list(step.inputs) + list(step.outputs)]
         return lambda: int(fn(*addresses))
 
     def finish(self) -> None:
@@ -223,7 +227,7 @@ def profile_native(native: NativeModule, args: Sequence[Any] = (), kwargs: dict[
                    repeat: int = 10) -> Profile:
     """Times every step of `native` (built with `export_kernels=True`) on the given inputs."""
     if repeat < 1:
-        raise DiagnosticError(f"--repeat must be at least 1, got {repeat}")
+        raise DiagnosticError(f"the repeat count must be at least 1, got {repeat}")
     arrays = native.bind_inputs(tuple(args), kwargs or {})
     outputs = [aligned_empty(spec.shape, spec.dtype) for spec in native.abi.outputs]
     runner = _StepRunner(native, arrays, outputs)
@@ -259,9 +263,9 @@ def profile_native(native: NativeModule, args: Sequence[Any] = (), kwargs: dict[
 
 
 def profile(mod: IRModule, *args: Any, repeat: int = 10, opt_level: int = 3, fast_math: bool = False,
-            pipeline: str | None = DEFAULT_PIPELINE, **kwargs: Any) -> Profile:
+            pipeline: str | None = DEFAULT_PIPELINE, threads: int = 1, **kwargs: Any) -> Profile:
     """Compiles `mod` (lowering it first when needed) with its kernels exported and profiles it
     on inputs given like `NativeModule.run`'s."""
-    options = TargetOptions(opt_level=opt_level, fast_math=fast_math)
+    options = TargetOptions(opt_level=opt_level, fast_math=fast_math, threads=threads)
     native = NativeModule(ensure_lowered(mod, pipeline), options, export_kernels=True)
     return profile_native(native, args, kwargs, repeat)

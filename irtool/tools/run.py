@@ -218,7 +218,7 @@ def run(args: argparse.Namespace) -> int:
             raise DiagnosticError("--backend=native runs `main` only")
         if args.profile:
             from irtool.runtime.profile import profile
-            result = profile(mod, repeat=args.repeat, **inputs)
+            result = profile(mod, repeat=args.repeat, threads=args.threads, **inputs)
             print(result.table())
             outputs = result.outputs
         else:

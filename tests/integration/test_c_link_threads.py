@@ -21,11 +21,12 @@ from irtool.syntax.parser import parse
 from irtool.tir_transform.mutator import walk_stmts
 
 PROGRAM = """#[version = "0.0.5"]
-def @main(%x: Tensor[(1, 16, 64, 64), float32], %w: Tensor[(32, 16, 3, 3), float32], %b: Tensor[(32), float32]) {
+def @main(%x: Tensor[(1, 16, 64, 64), float32], %w: Tensor[(32, 16, 3, 3), float32], %b: Tensor[(32), float32],
+          %z: Tensor[(512, 1024), float32]) {
   %0 = nn.conv2d(%x, %w, padding=[1, 1, 1, 1]);
   %1 = nn.relu(nn.bias_add(%0, %b));
   %2 = nn.max_pool2d(%1, pool_size=[2, 2], strides=[2, 2]);
-  (nn.softmax(%2, axis=1), sum(%1))
+  (nn.softmax(%2, axis=1), sum(%1), sum(tanh(%z), axis=[1]))
 }
 """
 
@@ -50,8 +51,10 @@ static float *ramp_f(size_t n, double scale) {
 }
 
 int main(void) {
-  struct model_inputs in = { .x = ramp_f(16 * 64 * 64, 1.0), .w = ramp_f(32 * 16 * 9, 0.2), .b = ramp_f(32, 0.1) };
-  struct model_outputs out = { .output0 = aligned_alloc(64, 32 * 32 * 32 * 4), .output1 = aligned_alloc(64, 64) };
+  struct model_inputs in = { .x = ramp_f(16 * 64 * 64, 1.0), .w = ramp_f(32 * 16 * 9, 0.2), .b = ramp_f(32, 0.1),
+                             .z = ramp_f(512 * 1024, 2.0) };
+  struct model_outputs out = { .output0 = aligned_alloc(64, 32 * 32 * 32 * 4), .output1 = aligned_alloc(64, 64),
+                               .output2 = aligned_alloc(64, 512 * 4) };
   void *ws = aligned_alloc(64, (model_workspace_size + 63) / 64 * 64 + 64);
   for (int round = 0; round < 2; round++) {   /* twice: nothing is left over from a run */
     int32_t status = model_run(&in, &out, ws);
@@ -59,7 +62,9 @@ int main(void) {
   }
   printf("output0");
   for (int i = 0; i < 32 * 32 * 32; i++) printf(" %.9g", out.output0[i]);
-  printf("\noutput1 %.9g\ncreated %d\n", out.output1[0], created);
+  printf("\noutput1 %.9g\noutput2", out.output1[0]);
+  for (int i = 0; i < 512; i++) printf(" %.9g", out.output2[i]);
+  printf("\ncreated %d\n", created);
   return 0;
 }
 """
@@ -93,7 +98,8 @@ def test_threaded_object_links_into_a_c_program(tmp_path: Path, threads: int) ->
     assert int(lines["created"]) == 2 * (threads - 1) * loops
 
     args = {"x": _ramp(16 * 64 * 64, 1.0).reshape(1, 16, 64, 64), "w": _ramp(32 * 16 * 9, 0.2).reshape(32, 16, 3, 3),
-            "b": _ramp(32, 0.1)}
+            "b": _ramp(32, 0.1), "z": _ramp(512 * 1024, 2.0).reshape(512, 1024)}
     want = flatten_value(run_function(mod, args))
     np.testing.assert_allclose(np.array(lines["output0"].split(), np.float32), want[0].ravel(), rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(np.float32(lines["output1"]), want[1], rtol=1e-5)
+    np.testing.assert_allclose(np.array(lines["output2"].split(), np.float32), want[2], rtol=1e-5, atol=1e-5)

@@ -30,7 +30,8 @@ def _call(name: str, args: list[Expr], **attrs: object) -> Call:
 
 @st.composite
 def epilogue_programs(draw: st.DrawFn) -> tuple[IRModule, tuple[int, ...]]:
-    """(module, shape of the anchor's result): dense or conv2d, then 1-4 epilogue operators."""
+    """(module, shape of the anchor's result): dense or conv2d (strided and grouped ones too:
+    every conv schedule), then 1-4 epilogue operators."""
     params: list[Var] = []
 
     def param(shape: tuple[int, ...]) -> Var:
@@ -44,14 +45,17 @@ def epilogue_programs(draw: st.DrawFn) -> tuple[IRModule, tuple[int, ...]]:
         shape: tuple[int, ...] = (m, n)
         channel_axis = 1
     else:
-        c, o = draw(st.integers(1, 3)), draw(st.integers(1, 14))
+        groups = draw(st.sampled_from([1, 1, 2]))
+        c, o = groups * draw(st.integers(1, 3)), groups * draw(st.integers(1, 9))
         h, w = draw(st.integers(1, 4)), draw(st.integers(1, 20))
         kh, kw = draw(st.integers(1, min(3, h + 2))), draw(st.integers(1, min(3, w + 2)))
+        sh, sw = draw(st.integers(1, 2)), draw(st.integers(1, 2))
         pad = draw(st.integers(0, 1))
-        oh, ow = h + 2 * pad - kh + 1, w + 2 * pad - kw + 1
-        if oh < 1 or ow < 1:
-            pad, oh, ow = 1, h + 3 - kh, w + 3 - kw
-        out = _call("nn.conv2d", [param((1, c, h, w)), param((o, c, kh, kw))], padding=(pad,) * 4)
+        if h + 2 * pad < kh or w + 2 * pad < kw:
+            pad = 1
+        oh, ow = (h + 2 * pad - kh) // sh + 1, (w + 2 * pad - kw) // sw + 1
+        out = _call("nn.conv2d", [param((1, c, h, w)), param((o, c // groups, kh, kw))], padding=(pad,) * 4,
+                    strides=(sh, sw), groups=groups)
         shape = (1, o, oh, ow)
         channel_axis = 1
     channels = shape[channel_axis]

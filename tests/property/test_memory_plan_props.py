@@ -7,7 +7,8 @@ tensor stored in a shared byte arena at its planned offset gives exactly the pla
 outputs (a wrong overlap would overwrite a live tensor); and the arena sizes obey the liveness
 bounds (no plan below the lower bound without in-place reuse, `none` equal to the no-reuse total).
 Half the programs get concatenations of their results so that concatenate-in-place is exercised;
-half are planned without hoisting the steps that read only constants.
+half get a weight computed from constants only (`exp(full(...))`, hoisted unless the plan is made
+without hoisting) that a planned step reads.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from irtool.analysis.typecheck import infer_types
 from irtool.eval.arena import run_with_plan
 from irtool.eval.interpreter import run_function
 from irtool.eval.values import flatten_value
-from irtool.ir import (Call, Expr, Function, IRModule, Op, TensorType, Tuple, TupleGetItem, TupleType,
+from irtool.ir import (Call, Constant, Expr, Function, IRModule, Op, TensorType, Tuple, TupleGetItem, TupleType,
                        structural_equal)
+from irtool.ops.registry import get_op
 from irtool.passes import run
 from irtool.passes.verify_memory_plan import check_memory_plan
 from irtool.syntax.parser import parse
@@ -59,13 +61,37 @@ def with_concatenations(mod: IRModule) -> IRModule:
     return out
 
 
+def with_weight(mod: IRModule) -> IRModule:
+    """`main` whose (first) tensor result `r` becomes `add(r, exp(full(0.5f, shape=r.shape)))`: the
+    `full` and the `exp` read only constants, so they are hoisted; the `add` is planned."""
+    func = mod.functions["main"]
+    infer_types(mod)
+    body = func.body
+    fields = list(body.fields) if isinstance(body, Tuple) else None
+    target = fields[0] if fields else body
+    tt = target.checked_type
+    if not isinstance(tt, TensorType) or not tt.dtype.startswith("float"):
+        return mod
+    full = get_op("full")
+    assert full is not None
+    attrs = full.normalize_attrs({"shape": tuple(int(d) for d in tt.shape), "dtype": tt.dtype}, None)
+    weight = Call(Op("exp"), [Call(Op("full"), [Constant(np.array(0.5, dtype=tt.dtype))], attrs)])
+    new = Call(Op("add"), [target, weight])
+    new_body: Expr = Tuple([new, *fields[1:]]) if fields else new
+    out = mod.copy()
+    out.functions["main"] = Function(func.params, new_body, None, func.type_params, func.attrs, func.span)
+    return out
+
+
 @settings(deadline=None)
 @given(dataflow_programs(max_ops=16), st.sampled_from(["greedy-by-size", "greedy-best", "tvm-greedy", "none"]),
        st.sampled_from([0, 2]), st.booleans(), st.booleans(), st.sampled_from([1, 16, 64]), st.integers(0, 2**16),
-       st.booleans())
+       st.booleans(), st.booleans())
 def test_plans_are_valid_and_keep_outputs(mod: IRModule, algorithm: str, opt_level: int, in_place: bool,
-                                          concat: bool, alignment: int, seed: int, hoist: bool) -> None:
+                                          concat: bool, alignment: int, seed: int, hoist: bool, weight: bool) -> None:
     mod = with_concatenations(mod) if concat else mod
+    original = mod
+    mod = with_weight(mod) if weight else mod
     reuse = f" in-place={in_place} concat-in-place={concat}" if algorithm.startswith("greedy") else ""
     planned = run(mod, f"fuse-ops{{opt-level={opt_level}}},"
                        f"plan-memory{{algorithm={algorithm} alignment={alignment}{reuse} hoist-constants={hoist}}}")
@@ -86,6 +112,8 @@ def test_plans_are_valid_and_keep_outputs(mod: IRModule, algorithm: str, opt_lev
 
     live = plan_liveness(planned)
     assert live.hoist_constants == hoist
+    if weight and hoist and mod is not original and opt_level == 0:  # (fused, the weight joins the add)
+        assert any(step.hoisted for step in live.steps)
     plan = read_plan(live)
     assert plan is not None
     lower = sum(live.lower_bound().values())

@@ -9,7 +9,6 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from irtool.passes import run
-from irtool.passes.alter_layout import BlockedWeights
 
 from irtool.eval.interpreter import flatten_value, run_function
 from irtool.ir.expr import Call, Constant, Op
@@ -66,19 +65,33 @@ def @main(%x: Tensor[(1, 2, 5, 5), float32]) {
 
 def test_dense_rewrite_to_panels_preserves_results() -> None:
     mod = parse_module("""#[version = "0.0.5"]
-def @main(%x: Tensor[(3, 20), float32], %w: Tensor[(32, 20), float32], %v: Tensor[(12, 20), float32]) {
-  (nn.dense(%x, %w), nn.dense(%x, %v))
+def @main(%x: Tensor[(9, 20), float32], %w: Tensor[(32, 20), float32], %v: Tensor[(12, 20), float32],
+          %r: Tensor[(1, 20), float32]) {
+  (nn.dense(%x, %w), nn.dense(%x, %v), nn.dense(%r, %w))
 }""")
-    from irtool.analysis.typecheck import infer_types
-    infer_types(mod)
-    out = mod.copy()
-    out.functions["main"] = BlockedWeights(8, 16).visit(mod["main"])  # type: ignore[assignment]
-    layouts = sorted(str(c.attrs.get("weight_layout", "")) for c in _calls(out, "nn.dense"))
-    assert layouts == ["", "NK16n"]     # 12 rows are not a multiple of the 16-column panel
+    out = run(mod, "alter-layout{lanes=8}")
+    layouts = [str(c.attrs.get("weight_layout", "")) for c in _calls(out, "nn.dense")]
+    # 12 rows of W are not a multiple of the 16-column panel; a batch-1 product reads W as given
+    assert sorted(layouts) == ["", "", "NK16n"]
     rng = np.random.default_rng(1)
-    args = {"x": rng.standard_normal((3, 20)).astype(np.float32), "w": rng.standard_normal((32, 20)).astype(np.float32),
-            "v": rng.standard_normal((12, 20)).astype(np.float32)}
+    args = {"x": rng.standard_normal((9, 20)).astype(np.float32), "w": rng.standard_normal((32, 20)).astype(np.float32),
+            "v": rng.standard_normal((12, 20)).astype(np.float32), "r": rng.standard_normal((1, 20)).astype(np.float32)}
     for a, b in zip(flatten_value(run_function(mod, args)), flatten_value(run_function(out, args))):
         np.testing.assert_allclose(a, b, rtol=1e-5)
     np.testing.assert_allclose(flatten_value(run_function(out, args))[0], args["x"] @ args["w"].T, rtol=1e-4,
                                atol=1e-5)
+
+
+def test_native_dense_reads_packed_panels() -> None:
+    """The default pipeline packs the constant-shaped dense weight and the tile reads the panels."""
+    import irtool
+    from irtool.syntax.parser import parse
+    src = """#[version = "0.0.5"]
+def @main(%x: Tensor[(13, 40), float32], %w: Tensor[(48, 40), float32]) {
+  nn.dense(%x, %w)
+}"""
+    rng = np.random.default_rng(2)
+    x, w = rng.standard_normal((13, 40)).astype(np.float32), rng.standard_normal((48, 40)).astype(np.float32)
+    assert _calls(run(parse_module(src), "alter-layout"), "nn.dense")[0].attrs.get("weight_layout")
+    np.testing.assert_allclose(irtool.build(parse(src, "d.relay"))(x=x, w=w), x.astype(np.float64) @ w.T,
+                               rtol=1e-4, atol=1e-4)

@@ -156,8 +156,7 @@ def @main(%x: Tensor[(64), float32], %y: Tensor[(64), float32]) {
 }
 """
     from irtool.analysis.memory_plan import plan_memory
-    from irtool.codegen import TargetOptions, ensure_lowered, generate_module
-    from irtool.codegen import entry
+    from irtool.codegen import TargetOptions, ensure_lowered, entry, generate_module
 
     def in_place(live, outside):  # type: ignore[no-untyped-def]
         """The plain plan, then exp's result (step 1) put over its input, as an in-place plan does."""
@@ -194,3 +193,75 @@ def test_constants_are_bound_by_content_not_by_shape() -> None:
                                TargetOptions(opt_level=0)).ir
     # 1.0f, 2.0f, 3.0f little-endian: 0x3f800000, 0x40000000, 0x40400000.
     assert r'constant [12 x i8] c"\00\00\80\3f\00\00\00\40\00\00\40\40", align 64' in embedded
+
+
+HOISTED_CHAIN = """#[version = "0.0.5"]
+def @main(%x: Tensor[(2, 64), float32]) {
+  %0 = full(0.5f, shape=[64, 64], dtype="float32");
+  %1 = multiply(annotation.stop_fusion(%0), 2f);
+  %2 = add(annotation.stop_fusion(%1), 0.25f);
+  %3 = nn.dense(%x, %2);
+  (%3, %1)
+}
+"""
+
+
+def test_constant_only_steps_run_once_in_init_from_a_shared_pool() -> None:
+    """full -> multiply -> add only read constants: `_init` computes them into the pool, once. The
+    full's 16 KiB are dead after the multiply, so the add's result reuses them; the multiply's
+    result is returned (copied out like a constant)."""
+    from irtool.codegen import TargetOptions, ensure_lowered, generate_module
+    from irtool.runtime.native import NativeModule
+    mod = ensure_lowered(parse(HOISTED_CHAIN, "chain.relay"))
+    generated = generate_module(mod, "m", TargetOptions(opt_level=0))
+    assert generated.abi is not None and generated.layout is not None
+    assert len(generated.layout.init_steps()) == 3
+    assert generated.abi.pool_bytes == 2 * 64 * 64 * 4
+    assert generated.abi.workspace_bytes < 64 * 64 * 4
+    assert "@m_pool = internal global [32768 x i8] zeroinitializer, align 64" in generated.ir
+    x = np.linspace(-1, 1, 128, dtype=np.float32).reshape(2, 64)
+    native = NativeModule(mod, TargetOptions())
+    native.init()
+    native.init()   # a second call returns at once
+    dense, weights = native(x=x)
+    np.testing.assert_array_equal(weights, np.ones((64, 64), np.float32))
+    np.testing.assert_allclose(dense, x @ np.full((64, 64), 1.25, np.float32).T, rtol=1e-5)
+    again, _ = native(x=2 * x)   # the pool is not recomputed over anything `_run` wrote
+    np.testing.assert_allclose(again, 2 * dense, rtol=1e-5)
+
+
+def test_kernels_stay_out_of_line_and_init_only_kernels_are_optimised_for_size() -> None:
+    from irtool.codegen import TargetOptions, compile_module, ensure_lowered
+    from irtool.codegen.compile import emit_llvm
+    mod = ensure_lowered(parse(HOISTED_CHAIN, "chain.relay"))
+    art = compile_module(mod, "m", TargetOptions(opt_level=3))
+    text = art.generated.ir
+    defines = {line.split("@")[1].split("(")[0]: line.rsplit(" ", 2)[1] for line in text.splitlines()
+               if line.startswith("define internal i32 @m_fused")}
+    assert defines["m_fused_full"] == defines["m_fused_multiply"] == "#2"
+    run_groups = [group for name, group in defines.items() if name.startswith("m_fused_nn_dense")]
+    assert run_groups and all(group == "#1" for group in run_groups)
+    assert "attributes #1 = { nounwind" in text and " noinline }" in text and " noinline optsize }" in text
+    # After -O3 every kernel is still a function of its own (none inlined into _init or _run).
+    optimised = emit_llvm(art)
+    for name in defines:
+        assert f"@{name}(" in optimised.split("define i32 @m_init")[0]
+
+
+def test_chunks_compile_in_parallel_and_link_to_the_same_results(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Split into the entry functions and groups of kernels (separate LLVM modules compiled on
+    threads, linked by the JIT), the module computes what the interpreter computes."""
+    from irtool.codegen import TargetOptions, ensure_lowered, generate_module
+    from irtool.runtime import native
+    mod = ensure_lowered(parse(RESNETISH, "block.relay"))
+    generated = generate_module(mod, "m", TargetOptions(opt_level=0), chunks=2)
+    entry_ir, *kernel_irs = generated.chunk_irs
+    assert len(kernel_irs) == 2 and "define i32 @m_run(" in entry_ir and "define i32 @m_fused" not in entry_ir
+    defined = [line.split("@")[1].split("(")[0] for text in kernel_irs for line in text.splitlines()
+               if line.startswith("define i32 @m_")]
+    assert sorted(defined) == sorted(f"m_{k}" for k in generated.kernels)
+    assert all(f"declare i32 @{name}(ptr" in entry_ir for name in defined)
+    monkeypatch.setattr(native, "compile_threads", lambda: 3)
+    args = _random_args(parse(RESNETISH, "block.relay"), seed=4)
+    got = native.NativeModule(mod, TargetOptions(opt_level=2))(**args)
+    np.testing.assert_allclose(got, run_function(parse(RESNETISH, "block.relay"), args), rtol=1e-5, atol=1e-6)

@@ -64,6 +64,20 @@ def test_every_chunking_computes_every_row_once(threads: int, begin: int, end: i
     np.testing.assert_array_equal(out, np.where(inside, a * 3 + rows, -1))
 
 
+def test_many_launches_with_more_threads_than_cores() -> None:
+    # 8 threads on this 2-core machine, 500 launches in a row: threads the scheduler starts late
+    # find their chunks taken; every row is still computed exactly once per call.
+    mod = _module(ROWS.format(begin=0, end=16), "%a: Buffer[(16, 5), int32], %out: Buffer[(16, 5), int32]")
+    kernel = build_kernels(mod, 2, threads=8)["f"]
+    a = _aligned(np.arange(80, dtype=np.int32).reshape(16, 5))
+    out = _aligned(np.zeros((16, 5), np.int32))
+    want = np.asarray(a) * 3 + np.arange(16, dtype=np.int32)[:, None]
+    for _ in range(500):
+        out[...] = -1
+        assert kernel(a, out) == 0
+        np.testing.assert_array_equal(out, want)
+
+
 @pytest.mark.parametrize("dtype", ["int64", "uint8"])
 def test_other_loop_variable_types(dtype: str) -> None:
     mod = _module(f"""
@@ -136,7 +150,7 @@ def test_the_thread_count_must_be_positive() -> None:
 
 
 RELAY = """#[version = "0.0.5"]
-def @main(%x: Tensor[(256, 1024), float32], %y: Tensor[(256, 1024), float32]) {
+def @main(%x: Tensor[(1024, 1024), float32], %y: Tensor[(1024, 1024), float32]) {
   (nn.relu(add(%x, %y)), sum(%x))
 }
 """
@@ -145,7 +159,7 @@ def @main(%x: Tensor[(256, 1024), float32], %y: Tensor[(256, 1024), float32]) {
 def test_build_with_threads_marks_and_runs_the_kernels() -> None:
     mod = parse_module(RELAY, "m.relay")
     rng = np.random.default_rng(1)
-    x, y = (rng.standard_normal((256, 1024)).astype(np.float32) for _ in range(2))
+    x, y = (rng.standard_normal((1024, 1024)).astype(np.float32) for _ in range(2))
     serial = build(mod, opt_level=1)
     threaded = build(mod, opt_level=1, threads=2)
     assert "pthread_create" not in serial.ir

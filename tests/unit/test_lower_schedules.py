@@ -16,11 +16,25 @@ from hypothesis import strategies as st
 import irtool
 from irtool.eval.interpreter import flatten_value, run_function
 from irtool.eval.tir_interp import run_primfunc
-from irtool.ir.tir import Allocate, Buffer, BufferStore, Call, IntImm, PrimFunc, Ramp, children
+from irtool.ir.tir import (
+    Allocate,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    Call,
+    IntImm,
+    PrimFunc,
+    Ramp,
+    children,
+)
 from irtool.lower.module import lower_module
-from irtool.lower.schedules import (RegisterTile, conv2d_nchw_tiled, dense_tiled,
-                                    host_register_tile)
-from irtool.lower.schedules.dense import panel_layout
+from irtool.lower.schedules import (
+    RegisterTile,
+    conv2d_nchw_tiled,
+    dense_tiled,
+    host_register_tile,
+)
+from irtool.lower.schedules.dense import panel_layout, weight_layout_for
 from irtool.lower.te import Builder, Placeholder
 from irtool.syntax.parser import parse_module
 
@@ -113,6 +127,15 @@ def test_tiled_dense_reads_prepacked_panels(m: int, k: int, panels: int, tile: R
     np.testing.assert_allclose(y, _reference(x, w), rtol=1e-5, atol=1e-5)
 
 
+def test_weight_layout_for_prefers_panels_for_matrix_products_and_rows_for_few_outputs() -> None:
+    tile = RegisterTile(8, 6)
+    assert weight_layout_for(1, tile) == weight_layout_for(5, tile) == "NK"
+    assert weight_layout_for(6, tile) == weight_layout_for(512, tile) == "NK16n"
+    # and the schedule takes what it recommends
+    x = Placeholder(Buffer("x", (1, 5), "float32"))
+    assert dense_tiled(x, Placeholder(Buffer("w", (32, 5), "float32")), "float32", tile, weight_layout_for(1, tile))
+
+
 def test_prepacked_weight_must_match_the_tile_panels() -> None:
     tile = RegisterTile(8, 6)
     x = Placeholder(Buffer("x", (3, 5), "float32"))
@@ -122,20 +145,40 @@ def test_prepacked_weight_must_match_the_tile_panels() -> None:
     assert dense_tiled(x, Placeholder(Buffer("w", (2, 4, 16), "float32")), "float32", tile, "NK16n") is None
 
 
-def test_matrix_vector_product_splits_the_reduction_over_independent_accumulators() -> None:
-    """Batch 1: one output row, so the tile's rows become interleaved partial sums over k (k = 11
-    leaves a tail of 11 % 6 steps) that are added before the one store."""
+def test_matrix_vector_product_on_panels_splits_the_reduction_over_independent_accumulators() -> None:
+    """Batch 1 on packed panels: one output row, so the tile's rows become interleaved partial
+    sums over k (k = 11 leaves a tail of 11 % 6 steps), added up before the one store."""
     tile = RegisterTile(8, 6)
-    xb, wb, out = Buffer("x", (1, 11), "float32"), Buffer("w", (24, 11), "float32"), Buffer("o", (1, 24), "float32")
+    rng = np.random.default_rng(11)
+    x, w = rng.standard_normal((1, 11)).astype(np.float32), rng.standard_normal((32, 11)).astype(np.float32)
+    xb, wb, out = Buffer("x", (1, 11), "float32"), Buffer("w", (2, 11, 16), "float32"), Buffer("o", (1, 32), "float32")
+    t = dense_tiled(Placeholder(xb), Placeholder(wb), "float32", tile, "NK16n")
+    assert t is not None
+    func = PrimFunc([xb, wb, out], Builder().function_body([(t, out)]))
+    accs = [n.buffer.shape for n in _nodes(func.body) if isinstance(n, Allocate)]
+    assert accs == [(6, 16)]   # 6 partial sums of the 16 columns, no packing scratch
+    fmas = [n for n in _nodes(func.body) if isinstance(n, Call) and n.name == "fma"]
+    assert len(fmas) == 6 * 2 + (11 % 6) * 2   # 6 interleaved steps, then the tail's 5
+    y = np.full(out.shape, np.nan, np.float32)
+    run_primfunc(func, [x, _panels(w, 16), y])
+    np.testing.assert_allclose(y, _reference(x, w), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("m", [1, 2, 5])
+def test_unpacked_matrix_vector_product_streams_weight_rows_without_packing(m: int) -> None:
+    """Few rows and W as given: no scratch copy of W; every weight load is a contiguous vector
+    along k (k = 21: two full 8-lane vectors per step, then a 5-lane tail)."""
+    tile = RegisterTile(8, 6)
+    rng = np.random.default_rng(m)
+    x, w = rng.standard_normal((m, 21)).astype(np.float32), rng.standard_normal((13, 21)).astype(np.float32)
+    xb, wb, out = Buffer("x", x.shape, "float32"), Buffer("w", w.shape, "float32"), Buffer("o", (m, 13), "float32")
     t = dense_tiled(Placeholder(xb), Placeholder(wb), "float32", tile)
     assert t is not None
     func = PrimFunc([xb, wb, out], Builder().function_body([(t, out)]))
-    accs = {n.buffer.shape for n in _nodes(func.body) if isinstance(n, Allocate) and n.buffer.scope == "local"}
-    assert accs == {(6, 16), (6, 8)}   # 6 partial sums x (16 columns, then the 8-column edge)
-    stores = [n for n in _nodes(func.body) if isinstance(n, BufferStore) and n.buffer is out]
-    assert len(stores) == 3   # one per output vector: 16 + 8 columns
-    rng = np.random.default_rng(11)
-    x, w = rng.standard_normal((1, 11)).astype(np.float32), rng.standard_normal((24, 11)).astype(np.float32)
+    assert not any(isinstance(n, Allocate) and n.buffer.scope == "global" for n in _nodes(func.body))
+    w_loads = [n for n in _nodes(func.body) if isinstance(n, BufferLoad) and n.buffer is wb]
+    assert w_loads and all(isinstance(ld.indices[1], Ramp) and ld.indices[1].stride.value == 1 for ld in w_loads)
+    assert {ld.indices[1].lanes for ld in w_loads} == {8, 5}
     y = np.full(out.shape, np.nan, np.float32)
     run_primfunc(func, [x, w, y])
     np.testing.assert_allclose(y, _reference(x, w), rtol=1e-5, atol=1e-5)

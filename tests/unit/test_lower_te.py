@@ -6,10 +6,37 @@ import numpy as np
 
 from irtool.eval.tir_interp import run_primfunc
 from irtool.ir.expr import Attrs
-from irtool.ir.tir import Allocate, BinaryOp, Broadcast, Buffer, BufferLoad, BufferStore, For, PrimFunc, Ramp, children
+from irtool.ir.tir import (
+    Allocate,
+    BinaryOp,
+    Broadcast,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    For,
+    PrimFunc,
+    Ramp,
+    children,
+)
 from irtool.lower.schedules import RegisterTile, dense_tiled
-from irtool.lower.te import (Builder, Compute, Element, Idx, Placeholder, Reduce, Scheduled, acc_load, acc_store,
-                             all_of, clamp, const, imm, in_range, select, sub)
+from irtool.lower.te import (
+    Builder,
+    Compute,
+    Element,
+    Idx,
+    Placeholder,
+    Reduce,
+    Scheduled,
+    acc_load,
+    acc_store,
+    all_of,
+    clamp,
+    const,
+    imm,
+    in_range,
+    select,
+    sub,
+)
 
 
 def _row_sum(x: Placeholder) -> Reduce:
@@ -128,7 +155,8 @@ def test_per_row_operand_is_broadcast_into_the_vector_epilogue() -> None:
     t, inputs, (x, w, _) = _dense_case()
     rb = Buffer("r", (7,), "float32")
     r = np.arange(7, dtype="float32")
-    out = Compute(t.shape, "float32", lambda ctx, i: BinaryOp("mul", ctx.load(t, i), ctx.load(Placeholder(rb), (i[0],))))
+    r_in = Placeholder(rb)
+    out = Compute(t.shape, "float32", lambda ctx, i: BinaryOp("mul", ctx.load(t, i), ctx.load(r_in, (i[0],))))
     o = Buffer("o", t.shape, "float32")
     func = _build([(out, o)], [*inputs[:2], rb])
     assert any(isinstance(n, Broadcast) and isinstance(n.value, BufferLoad) and n.value.buffer is rb
@@ -141,7 +169,8 @@ def test_per_row_operand_is_broadcast_into_the_vector_epilogue() -> None:
 def test_scheduled_tensor_read_at_another_index_is_a_stage() -> None:
     t, inputs, (x, w, _) = _dense_case()
     # the transpose reads element (j, i) at output (i, j): not the tile's own index
-    out = Compute((10, 7), "float32", lambda ctx, i: BinaryOp("add", ctx.load(t, (i[1], i[0])), ctx.load(t, (i[1], i[0]))))
+    out = Compute((10, 7), "float32",
+                  lambda ctx, i: BinaryOp("add", ctx.load(t, (i[1], i[0])), ctx.load(t, (i[1], i[0]))))
     o = Buffer("o", (10, 7), "float32")
     func = _build([(out, o)], inputs[:2])
     assert (7, 10) in _globals(func)

@@ -160,3 +160,27 @@ def @main(%x: Tensor[{shape}, float32], %w: Tensor[{weight}, float32]) {{
     for pipeline in ("simplify-inference,fuse-ops,lower", "simplify-inference,alter-layout,fuse-ops,lower"):
         native = irtool.build(parse(src, "conv.relay"), pipeline=pipeline)
         np.testing.assert_allclose(native(x=x, w=w), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("kernel,strides,pads,dilation,ceil", [
+    ((3, 3), (2, 2), (1, 1, 1, 1), (1, 1), False),     # ResNet's stem pool
+    ((3, 3), (2, 2), (0, 1, 1, 0), (1, 1), True),      # ceil mode: windows past the end
+    ((2, 3), (1, 2), (1, 0, 2, 1), (2, 1), False),
+])
+def test_padded_max_pool_matches_numpy(kernel: tuple[int, int], strides: tuple[int, int],
+                                       pads: tuple[int, int, int, int], dilation: tuple[int, int], ceil: bool) -> None:
+    """Max pooling reads a -inf padded stage: the padding never wins, the data always does."""
+    src = f"""#[version = "0.0.5"]
+def @main(%x: Tensor[(2, 3, 11, 10), float32]) {{
+  nn.max_pool2d(%x, pool_size={list(kernel)}, strides={list(strides)}, padding={list(pads)},
+                dilation={list(dilation)}, ceil_mode={ceil})
+}}"""
+    x = -np.abs(np.random.default_rng(5).standard_normal((2, 3, 11, 10))).astype(np.float32) - 1  # all below 0
+    got = irtool.build(parse(src, "pool.relay"))(x=x)
+    (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilation
+    padded = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2] + sh), (pads[1], pads[3] + sw)), constant_values=-np.inf)
+    want = np.full(got.shape, -np.inf, np.float32)
+    for ky in range(kh):
+        for kx in range(kw):
+            want = np.maximum(want, padded[:, :, ky * dh::sh, kx * dw::sw][:, :, :got.shape[2], :got.shape[3]])
+    np.testing.assert_array_equal(got, want)

@@ -102,10 +102,9 @@ def _dense(args: list, attrs: Attrs, out: Type) -> Tensor:
     x, w = args
     dtype = out_tensor_type(out).dtype
     wl = _layout(attrs, "weight_layout", "NK")
-    if wl == "NK":
-        tiled = dense_tiled(x, w, dtype)
-        if tiled is not None:
-            return tiled
+    tiled = dense_tiled(x, w, dtype, weight_layout=wl)
+    if tiled is not None:
+        return tiled
     k_extent = x.shape[-1]
 
     def fbody(ctx: Element, idx: Idx) -> PrimExpr:
@@ -252,6 +251,10 @@ def _pool(name: str, is_max: bool) -> None:
         include_pad = bool(attrs.get("count_include_pad", False))
         fill = imm(-np.inf if is_float(dt) else np.iinfo(dt).min, dt) if is_max else imm(0, dt)
         oh, ow = (shape_of(out)[ol.index(a)] for a in "HW")
+        if is_max and layout == "NCHW" and dt == "float32" and (top or left or bottom or right):
+            # Padding as a stage of -inf rows/columns: the window loop then needs no bounds checks.
+            x = pad_nchw(x, (top, left, bottom, right), host_register_tile().lanes, -np.inf)
+            h, w, top, left, bottom, right = h + top + bottom, w + left + right, 0, 0, 0, 0
         # (lowest, highest) window position along each axis, relative to the unpadded data.
         ext_h = (-top, (oh - 1) * sh + (kh - 1) * dh - top)
         ext_w = (-left, (ow - 1) * sw + (kw - 1) * dw - left)

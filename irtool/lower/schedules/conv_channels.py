@@ -14,6 +14,8 @@ channel vector by channel vector into NCHW (a strided store, per element).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from irtool.ir.tir import (
     Allocate,
     Buffer,
@@ -47,6 +49,14 @@ from irtool.lower.te import (
     floormod,
     mul,
 )
+
+
+def loop(name: str, extent: int, body: Callable[[PrimExpr], Stmt]) -> Stmt:
+    """A serial loop, or just its body at 0 when it has one iteration."""
+    if extent == 1:
+        return body(const(0))
+    v = Var(name, INDEX)
+    return For(v, const(0), const(extent), "serial", body(v))
 
 
 def _shifted(cols: PrimExpr, offset: PrimExpr) -> PrimExpr:
@@ -87,7 +97,8 @@ def conv2d_channels_tiled(data: Tensor, w: Tensor, kernel_layout: str, kernel: t
 
     def emit(builder: Builder, store: Store) -> Stmt:
         db, wb = builder.buffer_of(data), builder.buffer_of(w)
-        b, g = Var("b", INDEX), Var("g", INDEX)
+        b = Var("b", INDEX)
+        g: PrimExpr = Var("g", INDEX) if groups > 1 else const(0)
         packed = wb if prepacked else Buffer("w_packed", (groups * per_group, cg, kh, kw, lanes), dtype)
 
         def pixel(p: PrimExpr) -> tuple[PrimExpr, PrimExpr]:
@@ -116,11 +127,11 @@ def conv2d_channels_tiled(data: Tensor, w: Tensor, kernel_layout: str, kernel: t
                         for nb in blocks(og, nr) for mb in blocks(extent, mr)])
         strips: list[Stmt] = []
         if pixels >= span:
-            s = Var("s", INDEX)
-            strips.append(For(s, const(0), const(pixels // span), "serial", strip_tiles(mul(s, span), span)))
+            strips.append(loop("s", pixels // span, lambda s: strip_tiles(mul(s, span), span)))
         if pixels % span:
             strips.append(strip_tiles(const(pixels - pixels % span), pixels % span))
-        body: Stmt = For(b, const(0), const(n_ext), "serial", For(g, const(0), const(groups), "serial", seq(strips)))
+        per_image = seq(strips) if groups == 1 else For(g, const(0), const(groups), "serial", seq(strips))  # type: ignore[arg-type]
+        body: Stmt = For(b, const(0), const(n_ext), "serial", per_image)
         if prepacked:
             return body
         o, rc, ry, rx = (Var(v, INDEX) for v in ("o", "rc", "ry", "rx"))

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from irtool.ir.tir import (
     Allocate,
+    BinaryOp,
     Buffer,
     BufferLoad,
     BufferStore,
+    Call,
+    FloatImm,
     For,
     PrimExpr,
     Stmt,
@@ -17,9 +20,11 @@ from irtool.lower.schedules.tile import (
     RegisterTile,
     Store,
     blocks,
+    chunks,
     host_register_tile,
     register_tiles,
     shifted,
+    splat,
     tile_loop,
     vec,
 )
@@ -33,6 +38,15 @@ def panel_layout(tile: RegisterTile | None = None) -> str:
     return f"NK{shape.lanes * shape.vectors}n"
 
 
+def weight_layout_for(rows: int, tile: RegisterTile | None = None) -> str:
+    """The weight layout `dense_tiled` reads best when X has `rows` rows: the tile's panels for a
+    matrix product; "NK" (W as given) for fewer rows than the tile's, whose weight rows are
+    streamed once straight from W (`dot_tiles`: measured 1.3x faster than from packed panels
+    on a 1 x 9216 . 4096 x 9216 FC layer)."""
+    shape = tile or host_register_tile()
+    return "NK" if rows < shape.rows else panel_layout(shape)
+
+
 def dense_tiled(x: Tensor, w: Tensor, dtype: str, tile: RegisterTile | None = None,
                 weight_layout: str = "NK") -> Scheduled | None:
     """`nn.dense` (Y[m, n] = sum_k X[m, k] * W[n, k]) as a register-tiled kernel, or None when the
@@ -44,8 +58,9 @@ def dense_tiled(x: Tensor, w: Tensor, dtype: str, tile: RegisterTile | None = No
     (W as given: each panel is packed into a small scratch buffer just before its tiles, where
     it stays in cache) or the tile's `panel_layout()` (W already packed, e.g. at compile time by
     `alter-layout`). With fewer rows than the tile's (a matrix-vector product: batch-1 FC
-    layers), the rows' partial sums are split over interleaved k steps so the one pass over the
-    weight is not latency bound."""
+    layers), the one pass over the weight must not be latency bound: panels split each output's
+    sum over interleaved k steps; an unpacked W is not packed at all but read row by row
+    (`dot_tiles`), since packing would cost more traffic than the product itself."""
     if not (dtype == "float32" and x.dtype == w.dtype == dtype and x.ndim == 2):
         return None
     shape = tile or host_register_tile()
@@ -60,6 +75,10 @@ def dense_tiled(x: Tensor, w: Tensor, dtype: str, tile: RegisterTile | None = No
     if min(m_ext, n_ext, k_ext) == 0:
         return None
     split = max(1, shape.rows // m_ext)
+
+    if not prepacked and m_ext < shape.rows:
+        return Scheduled((m_ext, n_ext), dtype, lambda builder, store: dot_tiles(
+            builder.buffer_of(x), builder.buffer_of(w), dtype, shape, store), "dense")
 
     def emit(builder: Builder, store: Store) -> Stmt:
         xb = builder.buffer_of(x)
@@ -99,3 +118,38 @@ def pack_panel(builder: Builder, w: Tensor, panel: Buffer, n0: PrimExpr, width: 
         body = For(j, const(0), const(width), "serial", For(kk, const(0), const(size), "serial", body))
         out.append(For(kb, const(0), const(count), "serial", body))
     return seq(out)
+
+
+def dot_tiles(x: Buffer, w: Buffer, dtype: str, tile: RegisterTile, store: Store) -> Stmt:
+    """Y = X W^T for few rows of X, vectorized along k: R rows of W (R x M x vectors accumulators
+    fill the tile's registers) are read once each as contiguous vector streams, every row of X
+    reuses them, and each output is its accumulator's lanes added up after the reduction."""
+    (m_ext, k_ext), n_ext = x.shape, w.shape[0]
+    per_row = max(1, tile.rows // m_ext)
+    width = tile.lanes * tile.vectors
+    zero = FloatImm(0.0, dtype)
+
+    def columns(first: int, rows: int, nt: PrimExpr) -> Stmt:
+        n0 = add(mul(nt, rows), first)
+        acc = Buffer("acc", (m_ext * rows, width), dtype, scope="local")
+        slots = [(m, r) for m in range(m_ext) for r in range(rows)]
+
+        def steps(k0: PrimExpr, span: int) -> list[Stmt]:
+            return [BufferStore(acc, (const(m * rows + r), vec(const(c), n)), Call("fma", [
+                BufferLoad(w, (add(n0, r), vec(add(k0, c), n))), BufferLoad(x, (const(m), vec(add(k0, c), n))),
+                BufferLoad(acc, (const(m * rows + r), vec(const(c), n)))]))
+                for m, r in slots for c, n in chunks(span, tile.lanes)]
+        ko = Var("ko", INDEX)
+        body: list[Stmt] = [BufferStore(acc, (const(i), vec(const(c), n)), splat(zero, n))
+                            for i in range(m_ext * rows) for c, n in chunks(width, tile.lanes)]
+        if k_ext >= width:
+            body.append(For(ko, const(0), const(k_ext // width), "serial", seq(steps(mul(ko, width), width))))
+        if k_ext % width:
+            body += steps(const(k_ext - k_ext % width), k_ext % width)
+        for m, r in slots:
+            total: PrimExpr = BufferLoad(acc, (const(m * rows + r), const(0)))
+            for lane in range(1, width):
+                total = BinaryOp("add", total, BufferLoad(acc, (const(m * rows + r), const(lane))))
+            body.append(store((const(m), add(n0, r)), total))
+        return Allocate(acc, seq(body))
+    return seq([tile_loop("no", nb, lambda nt, nb=nb: columns(nb[0], nb[2], nt)) for nb in blocks(n_ext, per_row)])

@@ -31,16 +31,3 @@ def output_blocked(layout: str, primal: str, canonical: str) -> int | None:
         return items[-1][1]
     return None
 
-
-def packed_dense_layout() -> int | None:
-    """The panel width NR of the packed `nn.dense` weight (`NK{NR}n`) when the dense schedule
-    reads packed panels (its `weight_layout` parameter), else None: packing the weight for a
-    schedule that cannot read it would only slow it down."""
-    import inspect
-
-    from irtool.lower.schedules.dense import dense_tiled
-    from irtool.lower.schedules.tile import host_register_tile
-    if "weight_layout" not in inspect.signature(dense_tiled).parameters:
-        return None
-    tile = host_register_tile()
-    return tile.lanes * tile.vectors

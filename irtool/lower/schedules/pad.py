@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from irtool.ir.tir import BufferLoad, For, PrimExpr, Stmt, Var, seq
+from irtool.lower.schedules.conv_channels import loop
 from irtool.lower.schedules.tile import Store, chunks, splat, vec
 from irtool.lower.te import INDEX, Builder, Scheduled, Tensor, add, const, imm, mul
 
@@ -25,12 +26,13 @@ def _row_pieces(width: int, lanes: int, piece: Callable[[PrimExpr, int], Stmt]) 
     return out
 
 
-def pad_nchw(x: Tensor, pads: tuple[int, int, int, int], lanes: int) -> Scheduled:
-    """`x` (NCHW) with `pads` = (top, left, bottom, right) zero rows/columns around each plane."""
+def pad_nchw(x: Tensor, pads: tuple[int, int, int, int], lanes: int, fill: float = 0.0) -> Scheduled:
+    """`x` (NCHW) with `pads` = (top, left, bottom, right) rows/columns of `fill` around each
+    plane (0 for convolution, -inf for max pooling)."""
     top, left, bottom, right = pads
     n, c, h, w = x.shape
     shape = (n, c, h + top + bottom, w + left + right)
-    zero = imm(0, x.dtype)
+    zero = imm(fill, x.dtype)
 
     def emit(builder: Builder, store: Store) -> Stmt:
         xb = builder.buffer_of(x)
@@ -42,8 +44,7 @@ def pad_nchw(x: Tensor, pads: tuple[int, int, int, int], lanes: int) -> Schedule
         def zero_rows(first: int, count: int) -> list[Stmt]:
             if count == 0:
                 return []
-            y = Var("py", INDEX)
-            return [For(y, const(0), const(count), "serial", seq(zeros(add(y, first), 0, shape[3])))]
+            return [loop("py", count, lambda y: seq(zeros(add(y, first), 0, shape[3])))]
         y = Var("y", INDEX)
         copy = _row_pieces(w, lanes, lambda x0, k: store(
             (b, ch, add(y, top), vec(add(x0, left), k)), BufferLoad(xb, (b, ch, y, vec(x0, k)))))
