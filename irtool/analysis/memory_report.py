@@ -150,5 +150,5 @@ def draw_timeline(report: Report, path: str, title: str = "") -> None:
     ax.set_ylabel("offset (MiB)")
     ax.set_title(title or f"memory plan: {report['algorithm']}")
     ax.legend(loc="upper right")
-    fig.savefig(path, dpi=120, bbox_inches="tight")
+    fig.savefig(path, format="png", dpi=120, bbox_inches="tight")
     plt.close(fig)

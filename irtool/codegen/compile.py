@@ -10,6 +10,7 @@ import multiprocessing
 import os
 import subprocess
 import tempfile
+import threading
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
@@ -84,10 +85,11 @@ def _object_code(text: str, options: TargetOptions) -> bytes:
 def compile_chunks(generated: GeneratedModule, options: TargetOptions) -> list[bytes]:
     """Object code of each of `generated.chunk_irs`, optimised and compiled in parallel worker
     processes: llvmlite runs every LLVM call under one lock, so threads would take turns. The
-    workers are forked (started in milliseconds, LLVM already initialised); without `fork` the
-    chunks compile one after the other."""
+    workers are forked (started in milliseconds, LLVM already initialised); without `fork`, or
+    when the caller runs other Python threads (forking them is unsafe), the chunks compile one
+    after the other."""
     workers = min(len(generated.chunk_irs), compile_threads())
-    if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+    if workers < 2 or "fork" not in multiprocessing.get_all_start_methods() or threading.active_count() > 1:
         return [_object_code(text, options) for text in generated.chunk_irs]
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
         return list(pool.map(_object_code, generated.chunk_irs, [options] * len(generated.chunk_irs)))

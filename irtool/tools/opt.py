@@ -23,7 +23,8 @@ from irtool.syntax.diagnostics import SOURCES, DiagnosticError
 from irtool.syntax.parser import parse
 from irtool.syntax.printer import print_program
 from irtool.tools import verify_diagnostics
-from irtool.tools.common import EXIT_ERROR, EXIT_OK, parse_args, read_source, report, run_tool, write_output
+from irtool.tools.common import (EXIT_ERROR, EXIT_OK, parse_args, read_source, replace_file, report, run_tool,
+                                 write_output)
 
 if TYPE_CHECKING:
     from irtool.passes.base import ModulePass
@@ -50,6 +51,7 @@ class OptOptions:
     timing: bool = False
     memory_report: str | None = None  # "text" or "json": report main's memory plan
     memory_report_file: str | None = None  # where the report goes (default: stderr)
+    memory_timeline: str | None = None  # a PNG of the arena (offset against step), needs matplotlib
 
 
 def verify(prog: Program) -> None:
@@ -87,7 +89,7 @@ def process(text: str, source_name: str, options: OptOptions, line_offset: int =
     if options.print_types and not verified:
         from irtool.analysis.typecheck import infer_types
         infer_types(prog)
-    if options.memory_report is not None:
+    if options.memory_report is not None or options.memory_timeline is not None:
         _memory_report(prog, source_name, line_offset, options)
     out = print_program(prog, show_types=options.print_types)
     return out if out.endswith("\n") else out + "\n"
@@ -98,8 +100,14 @@ def _memory_report(prog: Program, source_name: str, line_offset: int, options: O
     if not isinstance(prog, IRModule):
         raise DiagnosticError("--memory-report needs a module with `@main`",
                               prog.span or Span(source_name, line_offset + 1, 1, line_offset + 1, 2))
-    from irtool.analysis.memory_report import format_report, memory_report
-    text = format_report(memory_report(prog), options.memory_report or "text")
+    from irtool.analysis.memory_report import draw_timeline, format_report, memory_report
+    report = memory_report(prog)
+    if options.memory_timeline is not None:
+        path = options.memory_timeline
+        replace_file(path, lambda temp: draw_timeline(report, temp, f"{source_name}: {report['algorithm']}"), 0o644)
+    if options.memory_report is None:
+        return
+    text = format_report(report, options.memory_report)
     if options.memory_report_file is None:
         sys.stderr.write(text)
     else:
@@ -156,6 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="report main's memory plan after the passes: arena, lower bound, no-reuse "
                              "bytes, per-tensor live ranges (stderr, or --memory-report-file)")
     passes.add_argument("--memory-report-file", metavar="F", help="write the memory report to F")
+    passes.add_argument("--memory-timeline", metavar="F.png",
+                        help="draw main's memory plan as a PNG: one rectangle per tensor, offset against step "
+                             "(needs matplotlib, which irtool does not depend on)")
     return parser
 
 
@@ -222,7 +233,7 @@ def _options(args: argparse.Namespace) -> OptOptions:
         print_ir_before=tuple(args.print_ir_before), print_ir_after=tuple(args.print_ir_after),
         print_ir_after_all=args.print_ir_after_all, timing=args.timing,
         memory_report=args.memory_report or ("text" if args.memory_report_file else None),
-        memory_report_file=args.memory_report_file)
+        memory_report_file=args.memory_report_file, memory_timeline=args.memory_timeline)
 
 
 def format_pass_list(entries: Sequence[tuple[str, str, Sequence[PassOption]]]) -> str:

@@ -606,3 +606,24 @@ def test_the_aligned_bound_stops_the_repair_where_alignment_is_the_only_gap(monk
     calls.clear()
     plan_greedy_by_size(interval_table([(5, 0, 1), (4, 3, 3), (3, 0, 3), (3, 3, 3)], 4), alignment=1)
     assert 1 < len(calls) <= memory_plan.REPAIR_PLACEMENTS + 1
+
+
+def test_memory_timeline_draws_the_plan_as_a_png(tmp_path: Path) -> None:
+    from irtool.tools.opt import main as opt_main  # matplotlib comes with the test extra
+    source = tmp_path / "concat.relay"
+    source.write_text(CONCAT)
+    png = tmp_path / "plan.png"
+    assert opt_main([str(source), "-p", "fuse-ops{opt-level=0},plan-memory", "--memory-timeline", str(png),
+                     "-o", str(tmp_path / "o.relay")]) == 0
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
+
+
+def test_memory_timeline_of_a_module_without_main_fails_and_writes_nothing(tmp_path: Path) -> None:
+    from irtool.tools.opt import main as opt_main
+    source = tmp_path / "f.relay"
+    source.write_text('#[version = "0.0.5"]\ndef @f(%x: float32) -> float32 { %x }\n')
+    png = tmp_path / "plan.png"
+    assert opt_main([str(source), "--memory-timeline", str(png)]) != 0
+    assert not png.exists()

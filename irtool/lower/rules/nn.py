@@ -20,8 +20,27 @@ from irtool.lower.rules.reduce import mean_of
 from irtool.lower.schedules import conv2d_schedule, dense_tiled, host_register_tile
 from irtool.lower.schedules.layout import in_blocked
 from irtool.lower.schedules.pad import pad_nchw
-from irtool.lower.te import (Compute, Element, Idx, Reduce, Tensor, acc_load, acc_store, add, all_of, cast,
-                             clamp, cmp, const, floordiv, imm, in_range, mul, select, sub)
+from irtool.lower.te import (
+    Compute,
+    Element,
+    Idx,
+    Reduce,
+    Tensor,
+    acc_load,
+    acc_store,
+    add,
+    all_of,
+    cast,
+    clamp,
+    cmp,
+    const,
+    floordiv,
+    imm,
+    in_range,
+    mul,
+    select,
+    sub,
+)
 from irtool.ops.definitions._common import int_pair, padding4
 from irtool.ops.definitions.nn import unblocked_shape
 

@@ -16,10 +16,26 @@ from irtool.ir.expr import AttrValue
 from irtool.ir.types import Any, Dim, TensorType, TupleType, Type
 from irtool.ops.attrs import lengths, one_of, positive
 from irtool.ops.definitions._common import (
-    as_array, check_domain, dims_equal, int_pair, is_known, norm_axis, np_dtype, padding4, prod,
-    tensor_arg)
+    as_array,
+    check_domain,
+    dims_equal,
+    int_pair,
+    is_known,
+    norm_axis,
+    np_dtype,
+    padding4,
+    prod,
+    tensor_arg,
+)
 from irtool.ops.definitions.transform import parse_layout
-from irtool.ops.registry import AttrField, OpDef, OpPattern, TypeRelError, Value, register
+from irtool.ops.registry import (
+    AttrField,
+    OpDef,
+    OpPattern,
+    TypeRelError,
+    Value,
+    register,
+)
 
 Attrs = Mapping[str, AttrValue]
 
@@ -209,7 +225,7 @@ def _conv2d(args: list[Value], attrs: Attrs) -> Value:
     top, left, bottom, right = padding4(attrs["padding"])
     x = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
     groups = int(attrs["groups"])  # type: ignore[arg-type]
-    n, c = x.shape[:2]
+    n = x.shape[0]
     o, cg, kh, kw = w.shape
     out_canon = _shape_in(_layout(attrs, "out_layout", dl), "NCHW", out_type)
     win = _windows(x, (kh, kw), int_pair(attrs["dilation"]), int_pair(attrs["strides"]),
