@@ -77,12 +77,11 @@ def target_machine(options: TargetOptions, jit: bool = False) -> llvm.TargetMach
     return target.create_target_machine(cpu=cpu, features=features, opt=opt, reloc="pic", codemodel="default")
 
 
-def parse_and_optimize(ir_text: str, options: TargetOptions, tm: llvm.TargetMachine,
-                       context: llvm.ContextRef | None = None) -> llvm.ModuleRef:
-    """Parsed (into `context`, else the global one), verified and optimised at `options.opt_level`."""
+def parse_and_optimize(ir_text: str, options: TargetOptions, tm: llvm.TargetMachine) -> llvm.ModuleRef:
+    """Parsed, verified and optimised at `options.opt_level`."""
     initialize()
     try:
-        mod = llvm.parse_assembly(ir_text, context)
+        mod = llvm.parse_assembly(ir_text)
         mod.triple = tm.triple
         mod.data_layout = str(tm.target_data)
         mod.verify()
