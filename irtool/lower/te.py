@@ -22,9 +22,29 @@ from typing import TypeVar
 import numpy as np
 
 from irtool.codegen.vectorize import widen_expr
-from irtool.ir.tir import (Allocate, BinaryOp, Broadcast, Buffer, BufferLoad, BufferStore, Cast, FloatImm, For, IntImm,
-                           PrimExpr, Ramp, Select, Stmt, Var, children, is_bool, is_float, lanes_of, seq,
-                           with_lanes)
+from irtool.ir.tir import (
+    Allocate,
+    BinaryOp,
+    Broadcast,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    Cast,
+    FloatImm,
+    For,
+    IntImm,
+    PrimExpr,
+    Ramp,
+    Select,
+    Stmt,
+    Var,
+    children,
+    is_bool,
+    is_float,
+    lanes_of,
+    seq,
+    with_lanes,
+)
 
 Idx = tuple[PrimExpr, ...]
 _T = TypeVar("_T")
@@ -34,7 +54,7 @@ INDEX = "int32"
 class Tensor:
     """A value of a primitive function: static shape and dtype, elements defined by a subclass."""
 
-    __slots__ = ("shape", "dtype", "name")
+    __slots__ = ("dtype", "name", "shape")
 
     def __init__(self, shape: Sequence[int], dtype: str, name: str) -> None:
         self.shape = tuple(int(d) for d in shape)
@@ -75,7 +95,7 @@ class Concat(Compute):
     """A concatenation: inlined as a `select` chain where read, but written piece by piece (one
     nest per part, no selects) when it is an output or a stage of its own."""
 
-    __slots__ = ("parts", "axis")
+    __slots__ = ("axis", "parts")
 
     def __init__(self, shape: Sequence[int], dtype: str, fcompute: Callable[[Element, Idx], PrimExpr],
                  parts: Sequence[Tensor], axis: int) -> None:
@@ -200,7 +220,7 @@ def in_range(a: PrimExpr, low: int, high: int) -> list[PrimExpr]:
     return [cmp("ge", a, low), cmp("lt", a, high)]
 
 
-def imm(value: float | int | bool, dtype: str) -> PrimExpr:
+def imm(value: float | bool, dtype: str) -> PrimExpr:
     """A literal of a tensor dtype (values converted as numpy converts them)."""
     if is_float(dtype):
         return FloatImm(float(np.asarray(value).astype(dtype)), dtype)

@@ -21,9 +21,48 @@ def reshape_like(args: list, attrs: Attrs, out: Type) -> Tensor:
     if shape == x.shape:
         return x
 
+    groups = axis_groups(shape, x.shape)
+
     def f(ctx: Element, idx: Idx) -> PrimExpr:
-        return ctx.load(x, unravel(ravel(idx, shape), x.shape))
+        if groups is None:
+            return ctx.load(x, unravel(ravel(idx, shape), x.shape))
+        src: list[PrimExpr] = []
+        for (a0, a1), (b0, b1) in groups:
+            if a1 - a0 == 1 and b1 - b0 == 1:
+                src.append(idx[a0])
+            else:
+                src.extend(unravel(ravel(idx[a0:a1], shape[a0:a1]), x.shape[b0:b1]))
+        return ctx.load(x, src)
     return Compute(shape, x.dtype, f, "reshape")
+
+
+Span2 = tuple[tuple[int, int], tuple[int, int]]
+
+
+def axis_groups(out: tuple[int, ...], src: tuple[int, ...]) -> list[Span2] | None:
+    """The shortest runs of output and input axes with equal element counts, in order: a
+    reshape only splits or merges axes inside a run, so each run maps on its own and the index
+    arithmetic stays local (a channel shuffle's H and W axes stay plain loop variables instead
+    of digits of one flat index). None when a dimension is 0 (no elements to map)."""
+    if 0 in out or 0 in src:
+        return None
+    groups: list[Span2] = []
+    i = j = 0
+    while i < len(out) or j < len(src):
+        i0, j0, pa, pb = i, j, 1, 1
+        if i < len(out):
+            pa, i = out[i], i + 1
+        if j < len(src):
+            pb, j = src[j], j + 1
+        while pa != pb:
+            if pa < pb and i < len(out):
+                pa, i = pa * out[i], i + 1
+            elif pb < pa and j < len(src):
+                pb, j = pb * src[j], j + 1
+            else:
+                return None
+        groups.append(((i0, i), (j0, j)))
+    return groups
 
 
 @rule("transpose")
