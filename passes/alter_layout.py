@@ -7,7 +7,9 @@ the host's vector lanes L) becomes
 one vector load of the blocked weight gives L output channels. `nn.dense(x, w)` becomes
 `nn.dense(x, layout_transform(w, "NK", "NK{NR}n"), weight_layout="NK{NR}n")` (panels of the
 dense tile's NR columns) when the dense schedule prefers panels for that many rows of x (not
-for a batch-1 layer, whose weight rows it streams as given) and N is a multiple of NR.
+for a batch-1 layer, whose weight rows it streams as given), N is a multiple of NR and the weight
+is computed from constants only (a weight passed in at run time is packed faster panel by panel
+inside the kernel than by a separate `layout_transform` on every call: measured 0.92x vs 1.0x).
 Depthwise convolutions keep OIHW (their schedule vectorizes along the output row).
 
 The transform is folded where the weight allows it: a constant is packed here (numpy), a
@@ -25,10 +27,10 @@ from irtool.passes.base import ModulePass, register_pass
 from irtool.passes.simplify_inference import op_call
 
 from irtool.analysis.typecheck import infer_types
-from irtool.ir.expr import Call, Constant, Expr, Op
+from irtool.ir.expr import Call, Constant, Expr, Op, Var
 from irtool.ir.module import IRModule
 from irtool.ir.types import TensorType
-from irtool.ir.visitor import ExprMutator
+from irtool.ir.visitor import ExprMutator, post_order
 from irtool.lower.schedules import host_register_tile
 from irtool.lower.schedules.dense import weight_layout_for
 from irtool.lower.schedules.tile import RegisterTile
@@ -81,9 +83,16 @@ def conv_kernel_layout(call: Call, lanes: int) -> str | None:
     return f"OIHW{lanes}o"
 
 
+def _constant_derived(e: Expr) -> bool:
+    """`e` reads no variable: it is known once the module is compiled (and hoisted into init)."""
+    return not any(isinstance(n, Var) for n in post_order(e))
+
+
 def dense_weight_layout(call: Call, tile: RegisterTile) -> str | None:
     """The packed weight layout this dense should read (the dense schedule's choice for its
     number of rows: panels for a matrix product, W as given for a batch-1 layer), or None."""
+    if not _constant_derived(call.args[1]):
+        return None
     x, w = (a.checked_type for a in call.args)
     if not (isinstance(x, TensorType) and isinstance(w, TensorType) and x.dtype == w.dtype == "float32"
             and x.ndim == 2 and w.ndim == 2):

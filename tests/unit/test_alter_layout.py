@@ -64,34 +64,41 @@ def @main(%x: Tensor[(1, 2, 5, 5), float32]) {
 
 
 def test_dense_rewrite_to_panels_preserves_results() -> None:
+    from irtool.passes.bind_params import bind_params
     mod = parse_module("""#[version = "0.0.5"]
 def @main(%x: Tensor[(9, 20), float32], %w: Tensor[(32, 20), float32], %v: Tensor[(12, 20), float32],
-          %r: Tensor[(1, 20), float32]) {
-  (nn.dense(%x, %w), nn.dense(%x, %v), nn.dense(%r, %w))
+          %r: Tensor[(1, 20), float32], %u: Tensor[(32, 20), float32]) {
+  (nn.dense(%x, %w), nn.dense(%x, %v), nn.dense(%r, %w), nn.dense(%x, %u))
 }""")
+    rng = np.random.default_rng(1)
+    consts = {"w": rng.standard_normal((32, 20)).astype(np.float32),
+              "v": rng.standard_normal((12, 20)).astype(np.float32)}
+    mod.functions["main"] = bind_params(mod["main"], consts)
     out = run(mod, "alter-layout{lanes=8}")
     layouts = [str(c.attrs.get("weight_layout", "")) for c in _calls(out, "nn.dense")]
-    # 12 rows of W are not a multiple of the 16-column panel; a batch-1 product reads W as given
-    assert sorted(layouts) == ["", "", "NK16n"]
-    rng = np.random.default_rng(1)
-    args = {"x": rng.standard_normal((9, 20)).astype(np.float32), "w": rng.standard_normal((32, 20)).astype(np.float32),
-            "v": rng.standard_normal((12, 20)).astype(np.float32), "r": rng.standard_normal((1, 20)).astype(np.float32)}
+    # Only the constant 32-row W read by 9 rows is packed: 12 rows of V are not a multiple of the
+    # 16-column panel, a batch-1 product reads W as given, and U arrives at run time (the kernel
+    # packs it panel by panel, faster than a separate transform on every call).
+    assert sorted(layouts) == ["", "", "", "NK16n"]
+    args = {"x": rng.standard_normal((9, 20)).astype(np.float32), "r": rng.standard_normal((1, 20)).astype(np.float32),
+            "u": rng.standard_normal((32, 20)).astype(np.float32)}
     for a, b in zip(flatten_value(run_function(mod, args)), flatten_value(run_function(out, args))):
         np.testing.assert_allclose(a, b, rtol=1e-5)
-    np.testing.assert_allclose(flatten_value(run_function(out, args))[0], args["x"] @ args["w"].T, rtol=1e-4,
+    np.testing.assert_allclose(flatten_value(run_function(out, args))[0], args["x"] @ consts["w"].T, rtol=1e-4,
                                atol=1e-5)
 
 
 def test_native_dense_reads_packed_panels() -> None:
-    """The default pipeline packs the constant-shaped dense weight and the tile reads the panels."""
+    """The default pipeline packs a constant dense weight and the tile reads the panels."""
     import irtool
-    from irtool.syntax.parser import parse
+    from irtool.passes.bind_params import bind_params
     src = """#[version = "0.0.5"]
 def @main(%x: Tensor[(13, 40), float32], %w: Tensor[(48, 40), float32]) {
   nn.dense(%x, %w)
 }"""
     rng = np.random.default_rng(2)
     x, w = rng.standard_normal((13, 40)).astype(np.float32), rng.standard_normal((48, 40)).astype(np.float32)
-    assert _calls(run(parse_module(src), "alter-layout"), "nn.dense")[0].attrs.get("weight_layout")
-    np.testing.assert_allclose(irtool.build(parse(src, "d.relay"))(x=x, w=w), x.astype(np.float64) @ w.T,
-                               rtol=1e-4, atol=1e-4)
+    mod = parse_module(src)
+    mod.functions["main"] = bind_params(mod["main"], {"w": w})
+    assert _calls(run(mod, "alter-layout"), "nn.dense")[0].attrs.get("weight_layout")
+    np.testing.assert_allclose(irtool.build(mod)(x=x), x.astype(np.float64) @ w.T, rtol=1e-4, atol=1e-4)
