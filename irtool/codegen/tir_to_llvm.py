@@ -185,16 +185,19 @@ class FunctionEmitter:
         loads, stores = buffer_access(self.func)
         params = []
         for i, buf in enumerate(self.func.params):
-            align = self.param_align[i]
-            flags = "noalias nocapture" if self.noalias else "nocapture"
-            if id(buf) not in stores:
-                flags += " readonly"
-            elif id(buf) not in loads:
-                flags += " writeonly"
-            params.append(f"ptr {flags} align {align} %b{i}")
-            self.pointers[id(buf)] = (f"%b{i}", align)
+            params.append(self.pointer_param(i, buf, self.param_align[i], loads, stores))
         self.statements(self.func.body)
         return self.finish(params)
+
+    def pointer_param(self, i: int, buf: Buffer, align: int, loads: set[int], stores: set[int]) -> str:
+        """Parameter `%b<i>` for `buf`, with the aliasing, access and alignment facts LLVM may use."""
+        flags = "noalias nocapture" if self.noalias else "nocapture"
+        if id(buf) not in stores:
+            flags += " readonly"
+        elif id(buf) not in loads:
+            flags += " writeonly"
+        self.pointers[id(buf)] = (f"%b{i}", align)
+        return f"ptr {flags} align {align} %b{i}"
 
     def finish(self, params: list[str]) -> str:
         self.lines.append(f"  ret i32 {STATUS_OK}")
@@ -211,14 +214,7 @@ class FunctionEmitter:
         loads, stores = _accessed(loop.body)
         params = []
         for i, buf in enumerate(buffers):
-            _, align = self.pointers[id(buf)]
-            flags = "noalias nocapture" if self.noalias else "nocapture"
-            if id(buf) not in stores:
-                flags += " readonly"
-            elif id(buf) not in loads:
-                flags += " writeonly"
-            params.append(f"ptr {flags} align {align} %b{i}")
-            worker.pointers[id(buf)] = (f"%b{i}", align)
+            params.append(worker.pointer_param(i, buf, self.pointers[id(buf)][1], loads, stores))
         for i, var in enumerate(variables):
             params.append(f"{value_type(var.dtype)} %v{i}")
             worker.values[id(var)] = f"%v{i}"

@@ -23,7 +23,6 @@ from irtool.ir.tir import (
     BufferStore,
     For,
     PrimExpr,
-    Ramp,
     Stmt,
     Var,
     seq,
@@ -35,6 +34,7 @@ from irtool.lower.schedules.tile import (
     Vector,
     blocks,
     register_tiles,
+    shifted,
     vec,
 )
 from irtool.lower.te import (
@@ -57,13 +57,6 @@ def loop(name: str, extent: int, body: Callable[[PrimExpr], Stmt]) -> Stmt:
         return body(const(0))
     v = Var(name, INDEX)
     return For(v, const(0), const(extent), "serial", body(v))
-
-
-def _shifted(cols: PrimExpr, offset: PrimExpr) -> PrimExpr:
-    """A channel index (scalar or unit-stride ramp) moved by `offset` channels."""
-    if isinstance(cols, Ramp):
-        return Ramp(add(cols.base, offset), cols.stride, cols.lanes)
-    return add(cols, offset)
 
 
 def conv2d_channels_tiled(data: Tensor, w: Tensor, kernel_layout: str, kernel: tuple[int, int], dtype: str,
@@ -119,7 +112,7 @@ def conv2d_channels_tiled(data: Tensor, w: Tensor, kernel_layout: str, kernel: t
 
         def at(p: PrimExpr, cols: PrimExpr) -> Idx:
             y, x = pixel(p)
-            return (b, _shifted(cols, mul(g, og)), y, x)
+            return (b, shifted(cols, mul(g, og)), y, x)
 
         def strip_tiles(first: PrimExpr, extent: int) -> Stmt:
             return seq([register_tiles((add(first, mb[0]), mb[1], mb[2]), nb,  # type: ignore[arg-type]
