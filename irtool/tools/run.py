@@ -6,7 +6,8 @@
 Scripts rely on this interface (option names, the `outputN` keys of the output file, the summary
 line format), so keep it stable. Inputs are either all given (`.npz` keys and `--input` names are
 parameter names without `%`; a tuple parameter `%t` is given as `t.0`, `t.1`, ...) or all drawn
-from a seeded generator: floats uniform in [-1, 1), integers in [0, 8), booleans fair coins.
+from a seeded generator: floats uniform in [-1, 1) (a batch norm's variance in [0, 1)), integers in
+[0, 8), booleans fair coins.
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ from irtool.analysis.typecheck import infer_types
 from irtool.analysis.wellformed import check_well_formed
 from irtool.eval.interpreter import entry_function, name_list, param_type, run_function, signature
 from irtool.eval.values import Value, flatten_value, numpy_dtype
-from irtool.ir.expr import Expr, Function
+from irtool.ir.expr import Call, Expr, Function, Op
 from irtool.ir.module import IRModule
 from irtool.ir.types import TensorType, TupleType, Type, type_to_text
-from irtool.ir.visitor import free_vars
+from irtool.ir.visitor import free_vars, post_order
 from irtool.syntax.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse
 from irtool.tools.common import cli_main, read_source
@@ -127,12 +128,25 @@ def _assemble(t: Type, name: str, arrays: dict[str, np.ndarray], used: set[str],
 
 
 def random_inputs(entry: str, func: Function, seed: int) -> dict[str, Value]:
-    """Deterministic inputs drawn from the parameter types, in parameter order from one generator."""
+    """Deterministic inputs drawn from the parameter types, in parameter order from one generator.
+    A parameter that is a batch norm's variance is drawn from [0, 1) instead: a negative variance
+    makes the whole result NaN, which says nothing about the program."""
     rng = np.random.default_rng(seed)
-    return {p.name_hint: _random_value(param_type(p), p.name_hint, rng, entry, func) for p in func.params}
+    variances = _variance_params(func)
+    return {p.name_hint: _random_value(param_type(p), p.name_hint, rng, entry, func, id(p) in variances)
+            for p in func.params}
 
 
-def _random_value(t: Type | None, name: str, rng: np.random.Generator, entry: str, func: Function) -> Value:
+def _variance_params(func: Function) -> set[int]:
+    """ids of the parameters passed as `nn.batch_norm`'s moving variance (its fifth argument)."""
+    params = {id(p) for p in func.params}
+    return {id(n.args[4]) for n in post_order(func.body)
+            if isinstance(n, Call) and isinstance(n.op, Op) and n.op.name == "nn.batch_norm" and len(n.args) == 5
+            and id(n.args[4]) in params}
+
+
+def _random_value(t: Type | None, name: str, rng: np.random.Generator, entry: str, func: Function,
+                  non_negative: bool = False) -> Value:
     if isinstance(t, TupleType):
         return tuple(_random_value(f, f"{name}.{i}", rng, entry, func) for i, f in enumerate(t.fields))
     if not isinstance(t, TensorType) or not t.is_static:
@@ -145,7 +159,7 @@ def _random_value(t: Type | None, name: str, rng: np.random.Generator, entry: st
         return rng.random(shape) < 0.5
     if np.issubdtype(dtype, np.integer):
         return rng.integers(0, 8, size=shape).astype(dtype)
-    return rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
+    return rng.uniform(0.0 if non_negative else -1.0, 1.0, size=shape).astype(dtype)
 
 
 def summarize(index: int, array: np.ndarray) -> str:

@@ -68,11 +68,13 @@ def test_mlp_sample_with_npz_inputs_matches_numpy(tmp_path: Path) -> None:
 
 def test_resnet_block_sample_runs(tmp_path: Path) -> None:
     sample = SAMPLES / "resnet_block.relay"
-    # Random inputs: variances drawn from [-1, 1) make batch norm produce NaN, but it runs.
-    proc = irtool_run(sample, cwd=tmp_path)
+    # Random inputs: the batch norms' variances are drawn from [0, 1), so the result is finite.
+    proc = irtool_run(sample, "-o", "random.npz", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     (line,) = summaries(proc.stdout)
     assert line.group(2) == "Tensor[(1, 64, 56, 56), float32]"
+    with np.load(tmp_path / "random.npz") as out:
+        assert np.isfinite(out["output0"]).all() and out["output0"].max() > 0
 
     rng = np.random.default_rng(0)
     vectors = [f"bn{i}_{k}" for i in (1, 2) for k in ("gamma", "beta", "mean", "var")]
@@ -111,6 +113,22 @@ def test_random_inputs_are_seeded_and_follow_the_types(tmp_path: Path) -> None:
     for k in range(4):
         np.testing.assert_array_equal(first[f"output{k}"], again[f"output{k}"])
     assert not np.array_equal(first["output0"], other["output0"])
+
+
+def test_random_batch_norm_variance_is_non_negative(tmp_path: Path) -> None:
+    """Only the parameter in batch norm's variance slot changes range; the others keep [-1, 1)."""
+    prog = write(tmp_path / "bn.relay", """
+    def @main(%x: Tensor[(1, 500), float32], %g: Tensor[(500), float32], %b: Tensor[(500), float32],
+              %m: Tensor[(500), float32], %v: Tensor[(500), float32]) {
+      (nn.batch_norm(%x, %g, %b, %m, %v, axis=1).0, %m, %v)
+    }""")
+    proc = irtool_run(prog, "-o", "out.npz", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    with np.load(tmp_path / "out.npz") as out:
+        y, mean, var = out["output0"], out["output1"], out["output2"]
+    assert 0 <= var.min() and var.max() < 1
+    assert mean.min() < 0  # 500 draws from [-1, 1)
+    assert np.isfinite(y).all()
 
 
 def test_tuple_results_flatten_depth_first(tmp_path: Path) -> None:
