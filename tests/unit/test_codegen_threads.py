@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -172,8 +173,10 @@ def test_build_with_threads_marks_and_runs_the_kernels() -> None:
 
 
 def _tool(module: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """`python -m module` run outside the checkout, so it imports the installed irtool (the
+    checkout's `irtool/` lacks the grammar files that installation maps into it)."""
     return subprocess.run([sys.executable, "-m", module, *args], input=stdin, capture_output=True, text=True,
-                          check=False)
+                          check=False, cwd=tempfile.gettempdir())
 
 
 def test_command_line_threads() -> None:
