@@ -260,12 +260,7 @@ def emit_parallel_loop(emitter: FunctionEmitter, loop: For) -> None:
     wide = [_to_i64(emitter, loop.var, v) for v in (begin, end)]
     status = emitter.emit(f"call i32 @{RUNTIME}(ptr @{worker}, ptr {closure}, i64 {wide[0]}, i64 {wide[1]}, "
                           f"i32 {ctx.threads})")
-    failed = emitter.emit(f"icmp ne i32 {status}, 0")
-    bad, ok = emitter.label("parallel_failed"), emitter.label("parallel_done")
-    emitter.lines.append(f"  br i1 {failed}, label %{bad}, label %{ok}")
-    emitter.start_block(bad)
-    emitter.lines.append(f"  ret i32 {status}")
-    emitter.start_block(ok)
+    emitter.return_status_if(emitter.emit(f"icmp ne i32 {status}, 0"), status, "parallel")
 
 
 def _to_i64(emitter: FunctionEmitter, var: Var, value: str) -> str:

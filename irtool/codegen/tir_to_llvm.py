@@ -314,12 +314,7 @@ class FunctionEmitter:
         alloc = self.ctx.declare("aligned_alloc", "declare noalias ptr @aligned_alloc(i64, i64)")
         free = self.ctx.declare("free", "declare void @free(ptr)")
         ptr = self.emit(f"call ptr @{alloc}(i64 64, i64 {nbytes})")
-        null = self.emit(f"icmp eq ptr {ptr}, null")
-        ok, bad = self.label("alloc_ok"), self.label("alloc_failed")
-        self.lines.append(f"  br i1 {null}, label %{bad}, label %{ok}")
-        self.start_block(bad)
-        self.lines.append(f"  ret i32 {STATUS_OUT_OF_MEMORY}")
-        self.start_block(ok)
+        self.return_status_if(self.emit(f"icmp eq ptr {ptr}, null"), STATUS_OUT_OF_MEMORY, "alloc")
         self.pointers[id(buf)] = (ptr, 64)
         return lambda: self.lines.append(f"  call void @{free}(ptr {ptr})")
 
@@ -343,13 +338,17 @@ class FunctionEmitter:
         return [node.then_body, to_join]
 
     def assertion(self, node: AssertStmt) -> None:
-        cond = self.expr(node.cond)
+        failed = self.emit(f"xor i1 {self.expr(node.cond)}, true")
         code = STATUS_ASSERT_BASE + len(self.ctx.assert_messages)
         self.ctx.assert_messages.append(node.message)
-        ok, bad = self.label("assert_ok"), self.label("assert_failed")
-        self.lines.append(f"  br i1 {cond}, label %{ok}, label %{bad}")
+        self.return_status_if(failed, code, "assert")
+
+    def return_status_if(self, failed: str, status: int | str, what: str) -> None:
+        """When the i1 `failed` holds, return `status` from the function; go on in a new block."""
+        bad, ok = self.label(f"{what}_failed"), self.label(f"{what}_ok")
+        self.lines.append(f"  br i1 {failed}, label %{bad}, label %{ok}")
         self.start_block(bad)
-        self.lines.append(f"  ret i32 {code}")
+        self.lines.append(f"  ret i32 {status}")
         self.start_block(ok)
 
     # -- memory
