@@ -14,7 +14,6 @@ channel vector by channel vector into NCHW (a strided store, per element).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 
 from irtool.ir.tir import (
     Allocate,
@@ -33,6 +32,7 @@ from irtool.lower.schedules.tile import (
     Store,
     Vector,
     blocks,
+    loop,
     register_tiles,
     shifted,
     vec,
@@ -49,14 +49,6 @@ from irtool.lower.te import (
     floormod,
     mul,
 )
-
-
-def loop(name: str, extent: int, body: Callable[[PrimExpr], Stmt]) -> Stmt:
-    """A serial loop, or just its body at 0 when it has one iteration."""
-    if extent == 1:
-        return body(const(0))
-    v = Var(name, INDEX)
-    return For(v, const(0), const(extent), "serial", body(v))
 
 
 def conv2d_channels_tiled(data: Tensor, w: Tensor, kernel_layout: str, kernel: tuple[int, int], dtype: str,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from irtool.ir.tir import BufferLoad, For, PrimExpr, Stmt, Var, seq
-from irtool.lower.schedules.conv_channels import loop
+from irtool.lower.schedules.tile import loop
 from irtool.lower.schedules.tile import Store, chunks, splat, vec
 from irtool.lower.te import INDEX, Builder, Scheduled, Tensor, add, const, imm, mul
 

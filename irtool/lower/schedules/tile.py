@@ -100,13 +100,17 @@ def splat(value: PrimExpr, lanes: int) -> PrimExpr:
     return Broadcast(value, lanes) if lanes > 1 else value
 
 
-def tile_loop(name: str, block: Block, inner: Callable[[PrimExpr], Stmt]) -> Stmt:
-    """The loop over the tiles of one block (no loop for a single tile): `inner` gets the tile's
-    number within the block."""
-    if block[1] == 1:
-        return inner(const(0))
+def loop(name: str, extent: int, body: Callable[[PrimExpr], Stmt]) -> Stmt:
+    """A serial loop, or just its body at 0 when it has one iteration."""
+    if extent == 1:
+        return body(const(0))
     v = Var(name, INDEX)
-    return For(v, const(0), const(block[1]), "serial", inner(v))
+    return For(v, const(0), const(extent), "serial", body(v))
+
+
+def tile_loop(name: str, block: Block, inner: Callable[[PrimExpr], Stmt]) -> Stmt:
+    """The loop over the tiles of one block: `inner` gets the tile's number within the block."""
+    return loop(name, block[1], inner)
 
 
 def register_tiles(mblock: Block, nblock: Block, lanes: int, dtype: str, reduction: tuple[int, ...],
