@@ -3,7 +3,8 @@ and `int32_t <prefix>_init(void)`, and the whole LLVM module around them (kernel
 the workspace size).
 
 `main` runs AOT style: its steps (liveness order) become straight-line calls of the kernels, with
-every intermediate tensor at its memory-plan offset in the caller's workspace. The plan is read
+every intermediate tensor at its memory-plan offset in the caller's workspace (which `_run`
+rounds up to 64 bytes: the caller's pointers need only element alignment). The plan is read
 from `main` when `plan-memory` wrote it, otherwise computed here (greedy-by-size, 64-byte
 alignment); each storage of the plan gets its own 64-byte-aligned region of the one workspace.
 A kernel output that is also a result of `main` is written straight into the caller's output
@@ -31,6 +32,7 @@ from irtool.analysis.memory_plan import INPUT, MemoryPlan, plan_memory, read_pla
 from irtool.analysis.typecheck import infer_types
 from irtool.codegen.target import TargetOptions
 from irtool.codegen.tir_to_llvm import STATUS_MISALIGNED, STATUS_OK, ModuleContext, primfunc_to_llvm
+from irtool.codegen.types import element_bytes
 from irtool.ir.expr import Function, GlobalVar, Op
 from irtool.ir.module import IRModule
 from irtool.ir.tir import PrimFunc
@@ -91,16 +93,19 @@ class GeneratedModule:
 @dataclass(frozen=True)
 class Location:
     """`region` (INPUTS, OUTPUTS, CONSTANTS, WORKSPACE or POOL), `index` (the input or output slot,
-    the constant's tensor; 0 otherwise) and the byte offset in it."""
+    the constant's tensor; 0 otherwise), the byte offset in it, and the alignment the region's
+    start guarantees: 64 where the module allocates (or realigns) the memory, only the element
+    size for the caller's input and output buffers (the C ABI asks for natural alignment)."""
 
     region: str
     index: int
     offset: int
+    base_align: int = ALIGN
 
     @property
     def align(self) -> int:
-        """The alignment this location guarantees (every region starts 64-byte aligned)."""
-        return ALIGN if self.offset % ALIGN == 0 else self.offset & -self.offset
+        """The alignment this location guarantees."""
+        return min(self.base_align, self.offset & -self.offset if self.offset else ALIGN)
 
 
 @dataclass
@@ -202,11 +207,11 @@ def layout_main(mod: IRModule) -> MainLayout:
             ws_bytes += _align_up(s.nbytes)
     locations: dict[int, Location] = {}
     for k, t in enumerate(t for ts in live.params for t in ts):
-        locations[t] = Location(INPUTS, k, 0)
+        locations[t] = Location(INPUTS, k, 0, element_bytes(live.tensors[t].ttype.dtype))
     for t in live.constants:
         locations[t] = Location(CONSTANTS, t, 0)
     for t, k in direct.items():
-        locations[t] = Location(OUTPUTS, k, 0)
+        locations[t] = Location(OUTPUTS, k, 0, element_bytes(live.tensors[t].ttype.dtype))
     for t, (storage, offset) in plan.placement.items():
         if live.tensors[t].kind == CALL and t not in locations:
             locations[t] = Location(WORKSPACE, 0, bases[storage] + offset)
@@ -232,6 +237,8 @@ class _EntryBuilder:
         self.kernel_may_alias: set[str] = set()
         self.run_kernels: set[str] = set()   # kernels `_run` calls (the others only run in `_init`)
         self.in_init = False
+        self.inputs: list[TensorSpec] = []
+        self.outputs: list[TensorSpec] = []
 
     def emit(self, text: str) -> str:
         self.temps += 1
@@ -247,12 +254,14 @@ class _EntryBuilder:
         result_types = flatten_type(main.body.checked_type, main.span)
         outputs = [TensorSpec(f"output{k}", f"output{k}", tuple(int(d) for d in t.shape), t.dtype)
                    for k, t in enumerate(result_types)]
+        self.inputs, self.outputs = inputs, outputs
         self.define_constants(live)
         init_text = self.init_function(layout)
         run_text = self.run_function(layout, len(inputs), len(outputs))
-        self.globals.append(f"@{self.prefix}_workspace_size = constant i64 {layout.workspace_bytes}, align 8")
-        abi = ABI(self.prefix, inputs, outputs, layout.workspace_bytes, main.body.checked_type,
-                  pool_bytes=layout.pool_bytes)
+        # What the caller allocates: the plan, and the slack `_run` may skip to align it.
+        ws_bytes = layout.workspace_bytes + ALIGN - 1 if layout.workspace_bytes else 0
+        self.globals.append(f"@{self.prefix}_workspace_size = constant i64 {ws_bytes}, align 8")
+        abi = ABI(self.prefix, inputs, outputs, ws_bytes, main.body.checked_type, pool_bytes=layout.pool_bytes)
         return init_text + run_text, abi, layout
 
     def define_constants(self, live: Liveness) -> None:
@@ -318,13 +327,23 @@ class _EntryBuilder:
         for k in range(n_outputs):
             slot = self.emit(f"getelementptr inbounds ptr, ptr %out, i64 {k}")
             out_ptrs.append(self.emit(f"load ptr, ptr {slot}, align 8"))
-        checks = in_ptrs + out_ptrs + (["%ws"] if layout.workspace_bytes else [])
+        # The caller's buffers need only their element alignment (a byte needs none).
         bad = "false"
-        for ptr in checks:
-            low = self.emit(f"and i64 {self.emit(f'ptrtoint ptr {ptr} to i64')}, {ALIGN - 1}")
-            bad = self.emit(f"or i1 {bad}, {self.emit(f'icmp ne i64 {low}, 0')}")
-        self.lines += [f"  br i1 {bad}, label %misaligned, label %body", "misaligned:",
-                       f"  ret i32 {STATUS_MISALIGNED}", "body:"]
+        for ptr, spec in zip(in_ptrs + out_ptrs, self.inputs + self.outputs):
+            if element_bytes(spec.dtype) > 1:
+                mask = element_bytes(spec.dtype) - 1
+                low = self.emit(f"and i64 {self.emit(f'ptrtoint ptr {ptr} to i64')}, {mask}")
+                bad = self.emit(f"or i1 {bad}, {self.emit(f'icmp ne i64 {low}, 0')}")
+        if bad != "false":
+            self.lines += [f"  br i1 {bad}, label %misaligned, label %body", "misaligned:",
+                           f"  ret i32 {STATUS_MISALIGNED}", "body:"]
+        # Any workspace pointer will do: `_run` rounds it up to 64 bytes itself (the header's
+        # size includes the slack), so workspace tensors keep their 64-byte alignment.
+        workspace = "%ws"
+        if layout.workspace_bytes:
+            self.ctx.declare("llvm.ptrmask.p0.i64", "declare ptr @llvm.ptrmask.p0.i64(ptr, i64)")
+            end = self.emit(f"getelementptr i8, ptr %ws, i64 {ALIGN - 1}")
+            workspace = self.emit(f"call ptr @llvm.ptrmask.p0.i64(ptr {end}, i64 {-ALIGN})")
         if layout.init_steps():
             done = self.emit(f"load atomic i8, ptr @{p}_ready acquire, align 1")
             self.lines.append(f"  br i1 {self.emit(f'icmp eq i8 {done}, 0')}, label %init, label %run")
@@ -340,18 +359,20 @@ class _EntryBuilder:
             elif loc.region == OUTPUTS:
                 pointer[t] = out_ptrs[loc.index]
             elif loc.region == WORKSPACE:
-                pointer[t] = self.emit(f"getelementptr inbounds i8, ptr %ws, i64 {loc.offset}") if loc.offset \
-                    else "%ws"
+                pointer[t] = self.emit(f"getelementptr inbounds i8, ptr {workspace}, i64 {loc.offset}") \
+                    if loc.offset else workspace
             else:
                 pointer[t] = self.static_address(loc)
         for step in layout.run_steps():
             if step.kind == COPY:
                 for src, dst in zip(step.inputs, step.outputs):
-                    self.memcpy(pointer[dst], pointer[src], live.tensors[dst].nbytes)
+                    self.memcpy(pointer[dst], layout.locations[dst].align, pointer[src],
+                                layout.locations[src].align, live.tensors[dst].nbytes)
             else:
                 self.kernel_call(step, layout, pointer)
         for k, t in layout.copied_results():
-            self.memcpy(out_ptrs[k], pointer[t], live.tensors[t].nbytes)
+            self.memcpy(out_ptrs[k], element_bytes(self.outputs[k].dtype), pointer[t], layout.locations[t].align,
+                        live.tensors[t].nbytes)
         self.lines.append(f"  ret i32 {STATUS_OK}")
         head = (f"define i32 @{p}_run(ptr noalias nocapture readonly %in, "
                 f"ptr noalias nocapture readonly %out, ptr %ws) #0 {{")
@@ -372,12 +393,12 @@ class _EntryBuilder:
                 specs.append(TensorSpec(c_name, name, tuple(int(d) for d in ttype.shape), ttype.dtype))
         return specs
 
-    def memcpy(self, dst: str, src: str, nbytes: int) -> None:
+    def memcpy(self, dst: str, dst_align: int, src: str, src_align: int, nbytes: int) -> None:
         if nbytes == 0:
             return
         self.ctx.declare("llvm.memcpy.p0.p0.i64", "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)")
-        self.lines.append(f"  call void @llvm.memcpy.p0.p0.i64(ptr align {ALIGN} {dst}, ptr align 1 {src}, "
-                          f"i64 {nbytes}, i1 false)")
+        self.lines.append(f"  call void @llvm.memcpy.p0.p0.i64(ptr align {dst_align} {dst}, "
+                          f"ptr align {src_align} {src}, i64 {nbytes}, i1 false)")
 
     def kernel_call(self, step: Step, layout: MainLayout, pointer: dict[int, str]) -> None:
         name, _ = step_kernel(self.mod, step)

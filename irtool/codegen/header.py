@@ -2,7 +2,7 @@
 
     struct <prefix>_inputs  { <ctype>* <param>; ... };     one field per `main` parameter, in order
     struct <prefix>_outputs { <ctype>* output0; ... };     one per flattened output
-    extern const uint64_t <prefix>_workspace_size;         bytes; 64-byte aligned
+    extern const uint64_t <prefix>_workspace_size;         bytes; any alignment (`_run` aligns it)
     int32_t <prefix>_init(void);                           the weights-only steps, once (`_run` calls it)
     int32_t <prefix>_run(const struct <prefix>_inputs* in, struct <prefix>_outputs* out, void* workspace);
 """
@@ -45,12 +45,14 @@ def emit_header(abi: ABI) -> str:
         'extern "C" {',
         "#endif",
         "",
-        "/* Every pointer (inputs, outputs, workspace) must be 64-byte aligned; buffers are dense row-major. */",
+        "/* Buffers are dense row-major. Each input and output pointer must be aligned to its element",
+        "   size (as malloc's are); nothing more is required. */",
         f"struct {p}_inputs {{", *inputs, "};",
         "",
         f"struct {p}_outputs {{", *outputs, "};",
         "",
-        f"/* Bytes of scratch memory {p}_run needs ({abi.workspace_bytes}); allocate it once, 64-byte aligned. */",
+        f"/* Bytes of scratch memory {p}_run needs ({abi.workspace_bytes}); allocate it once, at any alignment",
+        f"   (the size includes the bytes {p}_run skips to align it to 64). */",
         f"extern const uint64_t {p}_workspace_size;",
         "",
         f"/* Computes, once, what depends only on the model's constants ({abi.pool_bytes} bytes of static memory).",
@@ -59,9 +61,11 @@ def emit_header(abi: ABI) -> str:
         f"   {p}_run does. */",
         f"int32_t {p}_init(void);",
         "",
-        (f"/* Runs main. Returns 0 on success, {STATUS_MISALIGNED} if a pointer is misaligned, "
-         f"{STATUS_OUT_OF_MEMORY} if scratch"),
-        f"   memory ran out, {STATUS_ASSERT_BASE}+k if assertion k failed. Outputs must not overlap inputs. */",
+        (f"/* Runs main. Returns 0 on success, {STATUS_MISALIGNED} if an input or output pointer is not "
+         "aligned to its"),
+        (f"   element size, {STATUS_OUT_OF_MEMORY} if scratch memory ran out, {STATUS_ASSERT_BASE}+k if "
+         "assertion k failed."),
+        "   Outputs must not overlap inputs. */",
         f"int32_t {p}_run(const struct {p}_inputs* in, struct {p}_outputs* out, void* workspace);",
         "",
         "#ifdef __cplusplus",

@@ -3,9 +3,9 @@
 `build(mod)` lowers (when needed), generates and JIT-compiles `main`; the result is cached by the
 hash of the generated LLVM IR and the target options, so building the same module twice compiles
 once. Calls check every input's name, shape, dtype and C-contiguity (a `DiagnosticError` that
-names the parameter), copy inputs that are not 64-byte aligned (the ABI requires it), allocate
-the outputs aligned, and reuse one 64-byte-aligned workspace per built module (so a built
-module is not re-entrant: one call at a time). The pool of hoisted tensors that `_init` fills is
+names the parameter), pass the arrays as they are (the ABI asks only for element alignment, which
+numpy arrays have; a misaligned view is copied), allocate the outputs 64-byte aligned, and reuse
+one workspace per built module (so a built module is not re-entrant: one call at a time). The pool of hoisted tensors that `_init` fills is
 numpy memory bound to the module's pool symbol, like the constants (large numpy arrays get
 transparent huge pages, which weight-streaming kernels need); it lives as long as the process.
 """
@@ -152,18 +152,21 @@ class NativeModule:
         self.run_into(outs, *args, **kwargs)
         return _structure(self.abi.result_type, iter(outs))
 
-    def run_into(self, outputs: Sequence[np.ndarray], *args: Any, **kwargs: Any) -> None:
-        """Runs `main` writing the flattened results into `outputs` (C-contiguous, 64-byte
-        aligned, of the right shapes and dtypes), so repeated calls allocate nothing."""
+    def run_into(self, outputs: np.ndarray | Sequence[np.ndarray], *args: Any, **kwargs: Any) -> None:
+        """Runs `main` writing the flattened results into `outputs` (writable C-contiguous arrays
+        of the right shapes and dtypes: one array for a single output, or a sequence of them), so
+        repeated calls allocate nothing."""
         arrays = self.bind_inputs(args, kwargs)
-        outs = list(outputs)
+        outs = [outputs] if isinstance(outputs, np.ndarray) else list(outputs)
         if len(outs) != len(self.abi.outputs):
             raise DiagnosticError(f"main has {len(self.abi.outputs)} output(s), {len(outs)} arrays given")
         for spec, o in zip(self.abi.outputs, outs):
             if (not isinstance(o, np.ndarray) or o.shape != spec.shape or o.dtype != np.dtype(spec.dtype)
-                    or not o.flags.c_contiguous or not o.flags.writeable or o.ctypes.data % ALIGN):
-                raise DiagnosticError(f"{spec.name} needs a writable, C-contiguous, 64-byte-aligned {spec.dtype} "
-                                      f"array of shape {spec.shape} (irtool.runtime.aligned_empty)")
+                    or not o.flags.c_contiguous or not o.flags.writeable or not o.flags.aligned):
+                got = (f"{o.dtype} array of shape {o.shape}" if isinstance(o, np.ndarray)
+                       else type(o).__name__)
+                raise DiagnosticError(f"{spec.name} needs a writable, C-contiguous, element-aligned {spec.dtype} "
+                                      f"array of shape {spec.shape}, got {got}")
         for k, a in enumerate(arrays):
             self._in[k] = a.ctypes.data
         for k, o in enumerate(outs):
@@ -173,7 +176,7 @@ class NativeModule:
             raise DiagnosticError(f"native `main` failed: {describe_status(status, self.abi)}")
 
     def bind_inputs(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[np.ndarray]:
-        """The input arrays in ABI order, checked (aligned copies where needed)."""
+        """The input arrays in ABI order, checked (element-aligned copies of misaligned views)."""
         flat: dict[str, Any] = {}
         specs = self.abi.inputs
         params = _param_groups(specs)
@@ -228,10 +231,8 @@ def _check(spec: TensorSpec, value: Any) -> np.ndarray:
                               f"(convert with .astype('{spec.dtype}'))")
     if not value.flags.c_contiguous:
         raise DiagnosticError(f"input `{spec.name}` must be C-contiguous (use np.ascontiguousarray)")
-    if value.ctypes.data % ALIGN:
-        copy = aligned_empty(spec.shape, spec.dtype)
-        copy[...] = value
-        return copy
+    if not value.flags.aligned:   # a view at an odd byte offset: the ABI needs element alignment
+        return value.copy()
     return value
 
 
@@ -244,7 +245,7 @@ def _structure(t: Type | None, outs: Any) -> Any:
 
 def describe_status(status: int, abi: ABI) -> str:
     if status == STATUS_MISALIGNED:
-        return "an input, output or the workspace is not 64-byte aligned"
+        return "an input or output buffer is not aligned to its element size"
     if status == STATUS_OUT_OF_MEMORY:
         return "a kernel could not allocate its scratch memory"
     k = status - STATUS_ASSERT_BASE

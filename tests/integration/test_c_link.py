@@ -1,7 +1,9 @@
 """The emitted object file links into a C program: `irtool-llc --emit=obj` and `--emit=header`,
 a small C driver compiled with `cc` (and -lm) fills the inputs, calls `<prefix>_run` (after an
 explicit `<prefix>_init`, or letting `_run` call it), prints the outputs; run as a separate
-process, its output must match the interpreter. The weights-only steps' results live in `.bss`."""
+process, its output must match the interpreter. The weights-only steps' results live in `.bss`.
+The driver allocates with `aligned_alloc(64, ...)`, or with plain `malloc` plus 4 bytes (every
+buffer, the workspace too): the ABI asks only for element alignment."""
 
 from __future__ import annotations
 
@@ -43,9 +45,23 @@ DRIVER = r"""
 #include <math.h>
 #include "model.h"
 
+#include <stdint.h>
+
+/* 64-byte aligned, or (-DOFFSET4) malloc's pointer plus 4 bytes: 4-byte but not 8-byte aligned. */
+static int odd_pointers = 0;
+static void *buffer(size_t n) {
+#ifdef OFFSET4
+  char *p = (char *)malloc(n + 4) + 4;
+  odd_pointers += (uintptr_t)p % 8 != 0;
+  return p;
+#else
+  return aligned_alloc(64, (n + 63) / 64 * 64);
+#endif
+}
+
 /* The same deterministic inputs the test computes with numpy. */
 static float *ramp_f(size_t n, double scale) {
-  float *p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+  float *p = buffer(n * sizeof(float));
   for (size_t i = 0; i < n; i++) p[i] = (float)(sin((double)i * 0.37) * scale);
   return p;
 }
@@ -62,24 +78,25 @@ int main(void) {
   in.x = ramp_f(1 * 3 * 6 * 6, 1.0);
   in.w = ramp_f(4 * 3 * 3 * 3, 0.5);
   in.t_0 = ramp_f(4, 0.1);
-  in.t_1 = aligned_alloc(64, 64);
+  in.t_1 = buffer(6 * sizeof(int32_t));
   for (int i = 0; i < 6; i++) in.t_1[i] = i * 3 - 7;
-  out.output0 = aligned_alloc(64, 64);
-  out.output1 = aligned_alloc(64, 192);
-  out.output2 = aligned_alloc(64, 64);
-  out.output3 = aligned_alloc(64, 64);
-  out.output4 = aligned_alloc(64, 64);
-  out.output5 = aligned_alloc(64, 64);
-  void *ws = aligned_alloc(64, (model_workspace_size + 63) / 64 * 64 + 64);
+  out.output0 = buffer(5 * sizeof(float));
+  out.output1 = buffer(36 * sizeof(float));
+  out.output2 = buffer(6 * sizeof(int32_t));
+  out.output3 = buffer(6 * sizeof(int32_t));
+  out.output4 = buffer(5 * sizeof(float));
+  out.output5 = buffer(1 * sizeof(float));
+  void *ws = buffer(model_workspace_size);
+  printf("odd %d\n", odd_pointers);
 #ifdef CALL_INIT
   printf("init %d\n", model_init());
   printf("again %d\n", model_init());
 #endif
   int32_t status = model_run(&in, &out, ws);
   if (status != 0) { printf("status %d\n", status); return 1; }
-  /* A misaligned pointer is refused, not crashed on. */
+  /* A pointer that is not float-aligned is refused, not crashed on. */
   struct model_inputs bad = in;
-  bad.x = (float *)((char *)in.x + 4);
+  bad.x = (float *)((char *)in.x + 2);
   printf("misaligned %d\n", model_run(&bad, &out, ws));
   model_run(&in, &out, ws);
   print_f("output0", out.output0, 5);
@@ -100,15 +117,30 @@ def _ramp(n: int, scale: float) -> np.ndarray:
     return (np.sin(np.arange(n, dtype=np.float64) * 0.37) * scale).astype(np.float32)
 
 
-@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler (cc)")
-@pytest.mark.parametrize("explicit_init", [True, False], ids=["init-then-run", "run-calls-init"])
-def test_object_file_links_into_a_c_program(tmp_path: Path, explicit_init: bool) -> None:
+def _source() -> str:
     dense = np.round(np.cos(np.arange(5 * 36) * 0.11), 3).astype(np.float32)
-    source = PROGRAM.replace("DENSE", "[" + ", ".join(repr(float(v)) for v in dense) + "]")
-    (tmp_path / "model.relay").write_text(source)
-    llc = [sys.executable, "-m", "irtool.tools.llc", str(tmp_path / "model.relay")]
-    subprocess.run([*llc, "--emit=obj", "-o", str(tmp_path / "model.o")], check=True, cwd=tmp_path)
-    subprocess.run([*llc, "--emit=header", "-o", str(tmp_path / "model.h")], check=True, cwd=tmp_path)
+    return PROGRAM.replace("DENSE", "[" + ", ".join(repr(float(v)) for v in dense) + "]")
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`model.relay` compiled once by `irtool-llc` to `model.o` and `model.h`."""
+    where = tmp_path_factory.mktemp("c_link")
+    (where / "model.relay").write_text(_source())
+    llc = [sys.executable, "-m", "irtool.tools.llc", str(where / "model.relay")]
+    subprocess.run([*llc, "--emit=obj", "-o", str(where / "model.o")], check=True, cwd=where)
+    subprocess.run([*llc, "--emit=header", "-o", str(where / "model.h")], check=True, cwd=where)
+    return where
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler (cc)")
+@pytest.mark.parametrize(("explicit_init", "offset4"), [(True, False), (False, False), (False, True)],
+                         ids=["init-then-run", "run-calls-init", "malloc-plus-4"])
+def test_object_file_links_into_a_c_program(model_dir: Path, tmp_path: Path, explicit_init: bool,
+                                            offset4: bool) -> None:
+    source = _source()
+    for name in ("model.o", "model.h"):
+        shutil.copy(model_dir / name, tmp_path / name)
     header = (tmp_path / "model.h").read_text()
     assert "struct model_inputs {\n  float* x;" in header
     assert "int32_t model_run(const struct model_inputs* in, struct model_outputs* out, void* workspace);" in header
@@ -121,12 +153,15 @@ def test_object_file_links_into_a_c_program(tmp_path: Path, explicit_init: bool)
     workspace = int(re.search(r"needs \((\d+)\)", header).group(1))  # type: ignore[union-attr]
     assert pool >= 4096 * 36 * 4 > workspace
     (tmp_path / "main.c").write_text(DRIVER)
-    defines = ["-DCALL_INIT"] if explicit_init else []
+    defines = (["-DCALL_INIT"] if explicit_init else []) + (["-DOFFSET4"] if offset4 else [])
     subprocess.run(["cc", "-O1", *defines, "-o", str(tmp_path / "prog"), str(tmp_path / "main.c"),
                     str(tmp_path / "model.o"), "-lm"], check=True, cwd=tmp_path)
     done = subprocess.run([str(tmp_path / "prog")], capture_output=True, text=True, check=True)
     lines = dict(line.split(" ", 1) for line in done.stdout.strip().splitlines())
     assert lines["misaligned"] == "1"
+    # With -DOFFSET4 all 11 buffers (4 inputs, 6 outputs, the workspace) really are off the
+    # 8-byte grid, so the run above used unaligned memory throughout.
+    assert lines["odd"] == ("11" if offset4 else "0")
     if explicit_init:
         assert lines["init"] == "0" and lines["again"] == "0"
 

@@ -51,14 +51,15 @@ def test_so_loads_and_computes(source: Path, tmp_path: Path) -> None:
     lib_path = tmp_path / "libm.so"
     assert main([str(source), "--emit=so", "-o", str(lib_path)]) == 0
     lib = ctypes.CDLL(str(lib_path))
-    assert ctypes.c_uint64.in_dll(lib, "my_model_workspace_size").value % 64 == 0
+    size = ctypes.c_uint64.in_dll(lib, "my_model_workspace_size").value
+    assert size % 64 == 63   # the plan's 64-byte blocks and the slack `_run` may skip to align them
     x, y = aligned_empty((4, 16), np.float32), aligned_empty((16,), np.float32)
     x[...] = np.linspace(-1, 1, 64).reshape(4, 16)
     y[...] = np.linspace(0.5, -0.5, 16)
     o0, o1 = aligned_empty((4, 16), np.float32), aligned_empty((4,), np.float32)
     ins = (ctypes.c_void_p * 2)(x.ctypes.data, y.ctypes.data)
     outs = (ctypes.c_void_p * 2)(o0.ctypes.data, o1.ctypes.data)
-    ws = aligned_empty((max(ctypes.c_uint64.in_dll(lib, "my_model_workspace_size").value, 1),), np.uint8)
+    ws = aligned_empty((size + 1,), np.uint8)[1:]   # any workspace pointer will do
     assert lib.my_model_run(ins, outs, ctypes.c_void_p(ws.ctypes.data)) == 0
     np.testing.assert_allclose(o0, np.maximum(x + y, 0), rtol=1e-6)
     np.testing.assert_allclose(o1, (x + y).sum(axis=1), rtol=1e-5, atol=1e-6)

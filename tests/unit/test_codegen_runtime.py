@@ -112,14 +112,47 @@ def test_inputs_are_checked_with_clear_errors() -> None:
         f(x=[[0.0] * 3] * 2, y=y)
 
 
-def test_misaligned_inputs_are_copied_and_outputs_are_aligned() -> None:
+def _offset_view(shape: tuple[int, ...], dtype: str, offset: int) -> np.ndarray:
+    """A C-contiguous array starting `offset` bytes past a 64-byte boundary."""
+    n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    raw = aligned_empty((n + 64,), np.uint8)
+    return raw[offset:offset + n].view(dtype).reshape(shape)
+
+
+def test_element_aligned_buffers_are_used_in_place() -> None:
+    """Inputs and outputs 4 bytes past a 64-byte boundary are passed as they are: the output
+    view receives the results, and a 1-byte-offset input (misaligned for float32) is copied."""
+    mod = parse('#[version = "0.0.5"]\ndef @main(%x: Tensor[(4, 40), float32]) {\n'
+                '  %0 = multiply(%x, %x);\n  (add(%0, 1f), negative(%0))\n}', "sq.relay")
+    f = irtool.build(mod)
+    x = _offset_view((4, 40), "float32", 4)
+    x[...] = np.arange(160).reshape(4, 40) * 0.5
+    outs = (_offset_view((4, 40), "float32", 4), _offset_view((4, 40), "float32", 36))
+    f.run_into(outs, x=x)
+    np.testing.assert_array_equal(outs[0], x * x + 1)
+    np.testing.assert_array_equal(outs[1], -(x * x))
+    odd = _offset_view((4, 40), "float32", 1)
+    assert not odd.flags.aligned
+    odd[...] = x
+    np.testing.assert_array_equal(f(x=odd)[1], -(x * x))
+    assert f(x=x)[0].ctypes.data % 64 == 0   # outputs it allocates are 64-byte aligned
+
+
+def test_run_into_takes_one_array_for_one_output_and_names_what_it_needs() -> None:
     mod = parse('#[version = "0.0.5"]\ndef @main(%x: Tensor[(16), float32]) { negative(%x) }', "neg.relay")
-    raw = aligned_empty((17,), np.float32)
-    x = raw[1:]                                  # 4 bytes past a 64-byte boundary
-    x[...] = np.arange(16)
-    out = irtool.build(mod)(x=x)
-    np.testing.assert_array_equal(out, -np.arange(16, dtype=np.float32))
-    assert out.ctypes.data % 64 == 0
+    f = irtool.build(mod)
+    x = np.arange(16, dtype=np.float32)
+    out = np.empty(16, np.float32)
+    f.run_into(out, x)
+    np.testing.assert_array_equal(out, -x)
+    listed = [np.empty(16, np.float32)]
+    f.run_into(listed, x)
+    np.testing.assert_array_equal(listed[0], -x)
+    with pytest.raises(DiagnosticError, match=r"output0 needs a writable, C-contiguous, element-aligned float32 "
+                                              r"array of shape \(16,\), got float64 array of shape \(16,\)"):
+        f.run_into(np.empty(16), x)
+    with pytest.raises(DiagnosticError, match="main has 1 output"):
+        f.run_into((out, out), x)
 
 
 def test_fast_math_and_optimisation_levels_agree_on_exact_programs() -> None:
