@@ -4,16 +4,25 @@ By default the host: its CPU name and features go both on the target machine and
 function (`"target-cpu"`/`"target-features"`), because with neither LLVM falls back to SSE2. On
 a CPU with AVX-512, `"prefer-vector-width"="512"` keeps LLVM from stopping at 256-bit vectors.
 Only LLVM's new pass manager exists in llvmlite 0.50 (`default<O1..O3>` pipelines).
+
+Options other than the host's are checked when `TargetOptions` is made (`check_target`): LLVM
+only warns about an unknown CPU or feature, rejects a malformed feature list late, and aborts the
+process for a CPU that cannot run the triple's code, so a child process asks it first.
 """
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 
 import llvmlite.binding as llvm
 
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.syntax.diagnostics import DiagnosticError, suggest
+
+OPT_LEVELS = range(4)
 
 
 @lru_cache(maxsize=None)
@@ -22,6 +31,16 @@ def initialize() -> None:
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     llvm.initialize_native_asmparser()
+
+
+class TargetError(DiagnosticError, ValueError):
+    """A target option LLVM would reject (or abort the process on); `option` is the field of
+    `TargetOptions` it concerns (`triple`, `cpu`, `features`, `opt_level`, `threads`), so that a tool can
+    name its flag."""
+
+    def __init__(self, option: str, message: str) -> None:
+        super().__init__(message)
+        self.option = option
 
 
 @dataclass(frozen=True)
@@ -40,7 +59,11 @@ class TargetOptions:
 
     def __post_init__(self) -> None:
         if self.threads < 1:
-            raise DiagnosticError(f"the thread count must be at least 1, got {self.threads}")
+            raise TargetError("threads", f"the thread count must be at least 1, got {self.threads}")
+        if self.opt_level not in OPT_LEVELS:
+            raise TargetError("opt_level", f"the optimisation level must be 0, 1, 2 or 3, got {self.opt_level!r}")
+        if self.cpu != "native" or self.features is not None or self.triple is not None:
+            check_target(*self.resolved())
 
     def resolved(self) -> tuple[str, str, str]:
         """(triple, cpu name, feature string)."""
@@ -65,13 +88,79 @@ class TargetOptions:
         return " ".join(attrs)
 
 
+# Run in a child process: LLVM prints its CPU and feature lists for the CPU name `help` (once
+# per process), warns about names it does not know, and aborts the process on some valid but
+# unusable combinations (a 32-bit CPU for a 64-bit triple), which the parent must survive.
+_PROBE = """
+import sys
+import llvmlite.binding as llvm
+llvm.initialize_native_target()
+llvm.initialize_native_asmprinter()
+triple, cpu, features = sys.argv[1:4]
+target = llvm.Target.from_triple(triple)
+target.create_target_machine(cpu="help")
+sys.stderr.write("\\n<end of lists>\\n")
+sys.stderr.flush()
+machine = target.create_target_machine(cpu=cpu, features=features)
+machine.emit_object(llvm.parse_assembly("define void @f() {\\n  ret void\\n}"))
+"""
+_LISTED = re.compile(r"^  (\S+)\s+- ", re.M)
+
+
+def _names(text: str, heading: str) -> set[str]:
+    """The names LLVM's help lists under `Available <heading> for this target:`."""
+    _, _, rest = text.partition(f"Available {heading} for this target:")
+    section = rest.split("Available ", 1)[0].split("Use +feature", 1)[0]
+    return set(_LISTED.findall(section))
+
+
+def _unknown(kind: str, name: str, known: set[str], triple: str, prefix: str = "") -> str:
+    close = suggest(name, known)
+    if close:
+        hint = f"did you mean '{prefix}{close}'?"
+    else:
+        hint = f"`llc -m{'cpu' if kind == 'CPU' else 'attr'}=help` lists the {len(known)} LLVM knows"
+    return f"unknown {kind} '{prefix}{name}' for target {triple} ({hint})"
+
+
+@lru_cache(maxsize=None)
+def check_target(triple: str, cpu: str, features: str) -> None:
+    """Refuses (`TargetError`) a triple, CPU or feature string LLVM does not know, or a
+    combination it cannot generate code for, before LLVM sees it in this process."""
+    initialize()
+    try:
+        llvm.Target.from_triple(triple)
+    except RuntimeError as exc:
+        raise TargetError("triple", f"unknown target triple '{triple}': {exc}") from None
+    flags = features.split(",") if features else []
+    for flag in flags:
+        if not re.fullmatch(r"[+-][A-Za-z0-9_.-]+", flag):
+            raise TargetError("features", f"malformed feature list '{features}': each comma-separated item "
+                              f"is +name or -name, got '{flag}'")
+    try:
+        probe = subprocess.run([sys.executable, "-c", _PROBE, triple, cpu, features], capture_output=True,
+                               text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        raise TargetError("cpu", f"LLVM did not answer within 120 s whether it can generate code for CPU "
+                          f"'{cpu}' with features '{features}' on {triple}") from None
+    lists, _, after = probe.stderr.partition("<end of lists>")
+    cpus, known_features = _names(lists, "CPUs"), _names(lists, "features")
+    if cpus and cpu not in cpus:
+        raise TargetError("cpu", _unknown("CPU", cpu, cpus, triple))
+    for flag in flags:
+        if known_features and flag[1:] not in known_features:
+            raise TargetError("features", _unknown("feature", flag[1:], known_features, triple, flag[0]))
+    if probe.returncode != 0 or "not a recognized" in after:
+        lines = [line.removeprefix("LLVM ERROR: ") for line in after.splitlines() if line.strip()]
+        why = lines[-1] if lines else f"status {probe.returncode}"
+        raise TargetError("cpu", f"LLVM cannot generate code for CPU '{cpu}' with features '{features}' "
+                          f"on {triple}: {why}")
+
+
 def target_machine(options: TargetOptions, jit: bool = False) -> llvm.TargetMachine:
     triple, cpu, features = options.resolved()
-    try:
-        target = llvm.Target.from_triple(triple)
-    except RuntimeError as exc:
-        raise DiagnosticError(f"unknown target triple `{triple}`: {exc}") from None
-    opt = max(0, min(3, options.opt_level))
+    target = llvm.Target.from_triple(triple)   # checked when the options were made
+    opt = options.opt_level
     if jit:
         return target.create_target_machine(cpu=cpu, features=features, opt=opt, jit=True)
     return target.create_target_machine(cpu=cpu, features=features, opt=opt, reloc="pic", codemodel="default")

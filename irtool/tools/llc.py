@@ -19,7 +19,7 @@ from irtool.codegen.compile import (DEFAULT_PIPELINE, compile_module, emit_asm, 
                                     ensure_lowered, link_shared)
 from irtool.codegen.entry import generate_module, sanitize
 from irtool.codegen.header import emit_header
-from irtool.codegen.target import TargetOptions
+from irtool.codegen.target import TargetError, TargetOptions
 from irtool.ir.module import IRModule
 from irtool.syntax.diagnostics import DiagnosticError
 from irtool.tools.common import STDIN_NAME, parse_args, read_source, replace_file, run_tool, write_output
@@ -70,9 +70,19 @@ def _write_bytes(data: bytes) -> Callable[[str], None]:
     return produce
 
 
+# The flag of each `TargetOptions` field a `TargetError` may concern.
+TARGET_FLAGS = {"cpu": "--mcpu", "features": "--mattr", "triple": "--mtriple", "opt_level": "-O",
+                "threads": "--threads"}
+
+
+def target_options(args: argparse.Namespace) -> TargetOptions:
+    """The target the flags name, checked before LLVM sees it (`TargetError` otherwise)."""
+    return TargetOptions(cpu=args.mcpu, triple=args.mtriple, features=args.mattr, opt_level=args.opt_level,
+                         fast_math=args.fast_math, threads=args.threads)
+
+
 def compile_file(mod: IRModule, args: argparse.Namespace, prefix: str) -> None:
-    options = TargetOptions(cpu=args.mcpu, triple=args.mtriple, features=args.mattr, opt_level=args.opt_level,
-                            fast_math=args.fast_math, threads=args.threads)
+    options = target_options(args)
     mod = ensure_lowered(mod, None if args.no_pipeline else args.pipeline)
     if args.emit == "header":
         generated = generate_module(mod, prefix, options)
@@ -110,6 +120,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args
     if args.prefix is not None and sanitize(args.prefix) != args.prefix:
         sys.stderr.write(f"{PROG}: error: --prefix must be a C identifier, got `{args.prefix}`\n")
+        return 2
+    try:
+        target_options(args)
+    except TargetError as exc:
+        sys.stderr.write(f"{PROG}: error: {TARGET_FLAGS[exc.option]}: {exc}\n")
         return 2
     return run_tool(PROG, lambda: run(args))
 

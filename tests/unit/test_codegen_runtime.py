@@ -4,6 +4,8 @@ parameters, tuple parameters and results)."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -153,6 +155,23 @@ def test_run_into_takes_one_array_for_one_output_and_names_what_it_needs() -> No
         f.run_into(np.empty(16), x)
     with pytest.raises(DiagnosticError, match="main has 1 output"):
         f.run_into((out, out), x)
+
+
+@pytest.mark.parametrize(("options", "says"), [
+    ({"cpu": "bogus"}, "unknown CPU 'bogus' for target"),
+    ({"cpu": "skylake-avx"}, "did you mean 'skylake-avx512'?"),
+    ({"features": "+avx2,,+fma"}, "malformed feature list '+avx2,,+fma'"),
+    ({"features": "+sse9"}, "unknown feature '+sse9'"),
+    ({"opt_level": 7}, "the optimisation level must be 0, 1, 2 or 3, got 7"),
+])
+def test_bad_target_options_are_value_errors_naming_the_option(options: dict[str, object], says: str) -> None:
+    """Raised by `build` itself, before any compiling (once a worker process died instead)."""
+    from irtool.codegen.target import TargetError
+    mod = parse('#[version = "0.0.5"]\ndef @main(%x: Tensor[(16), float32]) { negative(%x) }', "neg.relay")
+    with pytest.raises(TargetError, match=re.escape(says)) as info:
+        irtool.build(mod, **options)  # type: ignore[arg-type]
+    assert isinstance(info.value, ValueError) and isinstance(info.value, DiagnosticError)
+    assert info.value.option == next(iter(options))
 
 
 def test_fast_math_and_optimisation_levels_agree_on_exact_programs() -> None:
