@@ -89,16 +89,24 @@ def @main(%x: Tensor[(9, 20), float32], %w: Tensor[(32, 20), float32], %v: Tenso
 
 
 def test_native_dense_reads_packed_panels() -> None:
-    """The default pipeline packs a constant dense weight and the tile reads the panels."""
+    """The default pipeline packs a constant dense weight and the tile reads the panels. N = 96
+    is a multiple of every host's panel width (NR = 2 vectors: 8 for SSE, 16 for AVX2, 32 for
+    AVX-512), so the weight is packed whatever the vector width; the layout is the host tile's."""
     import irtool
+    from irtool.lower.schedules import host_register_tile
+    from irtool.lower.schedules.dense import panel_layout
     from irtool.passes.bind_params import bind_params
     src = """#[version = "0.0.5"]
-def @main(%x: Tensor[(13, 40), float32], %w: Tensor[(48, 40), float32]) {
+def @main(%x: Tensor[(13, 40), float32], %w: Tensor[(96, 40), float32]) {
   nn.dense(%x, %w)
 }"""
     rng = np.random.default_rng(2)
-    x, w = rng.standard_normal((13, 40)).astype(np.float32), rng.standard_normal((48, 40)).astype(np.float32)
+    x, w = rng.standard_normal((13, 40)).astype(np.float32), rng.standard_normal((96, 40)).astype(np.float32)
     mod = parse_module(src)
     mod.functions["main"] = bind_params(mod["main"], {"w": w})
-    assert _calls(run(mod, "alter-layout"), "nn.dense")[0].attrs.get("weight_layout")
+    tile = host_register_tile()
+    assert _calls(run(mod, "alter-layout"), "nn.dense")[0].attrs.get("weight_layout") == panel_layout(tile)
+    # Pinned vector widths: the panels follow the lanes, not the host.
+    for lanes, layout in ((8, "NK16n"), (16, "NK32n")):
+        assert _calls(run(mod, f"alter-layout{{lanes={lanes}}}"), "nn.dense")[0].attrs["weight_layout"] == layout
     np.testing.assert_allclose(irtool.build(mod)(x=x), x.astype(np.float64) @ w.T, rtol=1e-4, atol=1e-4)

@@ -56,10 +56,13 @@ def test_steps_run_one_by_one_compute_what_the_interpreter_computes() -> None:
     assert [s.shape for s in result.steps] == [(1, 4, 16, 16), (1, 10), (1, 10)]
     assert all(s.ms > 0 for s in result.steps + result.init) and result.run_ms > 0
     # FLOPs of the conv (2 per multiply-add, 1 per relu) and the dense, counted by hand; a schedule
-    # may add a few (partial sums combined at the end of a split reduction), never drop any.
+    # may add a few, never drop any. The profiler counts what the kernel executes: the batch-1
+    # dense keeps 2 vectors of partial sums per output and adds their lanes up at the end, one
+    # add per lane but the first, so its count exceeds 2*N*K by N * (2 * lanes - 1): 150 with
+    # AVX2's 8 lanes, 310 with AVX-512's 16 (1.5 % here). The bound holds for every vector width.
     conv, dense = 2 * 4 * 16 * 16 * 3 * 3 * 3 + 4 * 16 * 16, 2 * 10 * 1024
     assert conv <= result.steps[0].flops <= 1.01 * conv  # type: ignore[operator]
-    assert dense <= result.steps[1].flops <= 1.01 * dense  # type: ignore[operator]
+    assert dense <= result.steps[1].flops <= dense + 10 * (2 * 16 - 1)  # type: ignore[operator]
 
 
 def test_the_table_has_one_row_per_step_slowest_first_and_the_sums() -> None:
