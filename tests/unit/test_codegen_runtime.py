@@ -319,3 +319,45 @@ def test_chunks_compile_in_parallel_and_link_to_the_same_results(monkeypatch: py
     args = _random_args(parse(RESNETISH, "block.relay"), seed=4)
     got = native.NativeModule(mod, TargetOptions(opt_level=2))(**args)
     np.testing.assert_allclose(got, run_function(parse(RESNETISH, "block.relay"), args), rtol=1e-5, atol=1e-6)
+
+
+EMPTY_CASES = {
+    "elementwise (0, 4)": ("%x: Tensor[(0, 4), float32]", "exp(%x)"),
+    "sum of nothing": ("%x: Tensor[(3, 0), float32]", "sum(%x, axis=[1])"),
+    "prod of nothing": ("%x: Tensor[(3, 0), int32]", "prod(%x, axis=[1])"),
+    "mean of nothing": ("%x: Tensor[(0, 5), float32]", "mean(%x)"),
+    "global avg pool of nothing": ("%x: Tensor[(1, 2, 0, 3), float32]", "nn.global_avg_pool2d(%x)"),
+    "max over a full axis of an empty tensor": ("%x: Tensor[(0, 3), float32]", "max(%x, axis=[1])"),
+    "dense K = 0": ("%x: Tensor[(2, 0), float32], %w: Tensor[(3, 0), float32]", "nn.dense(%x, %w)"),
+    "dense N = 0": ("%x: Tensor[(2, 4), float32], %w: Tensor[(0, 4), float32]", "nn.dense(%x, %w)"),
+    "concat with an empty part": ("%x: Tensor[(0, 4), float32], %y: Tensor[(2, 4), float32]",
+                                  "concatenate((%x, %y), axis=0)"),
+    "softmax over an empty axis": ("%x: Tensor[(3, 0), float32]", "(nn.softmax(%x), nn.log_softmax(%x))"),
+    "conv2d without input channels": ("%x: Tensor[(1, 0, 5, 5), float32], %w: Tensor[(2, 0, 3, 3), float32]",
+                                      "nn.conv2d(%x, %w, padding=[1, 1, 1, 1])"),
+    "empty slice": ("%x: Tensor[(4, 4), float32]", "strided_slice(%x, begin=[2, 0], end=[2, 4])"),
+}
+
+
+@pytest.mark.parametrize("case", EMPTY_CASES)
+def test_empty_tensors_natively_give_the_interpreters_results_bit_for_bit(case: str) -> None:
+    """Zero-element inputs and outputs are accepted by the runtime that allocates them, and
+    every result (a mean of nothing is the same NaN) matches the interpreter's bytes."""
+    params, body = EMPTY_CASES[case]
+    mod = parse(f'#[version = "0.0.5"]\ndef @main({params}) {{\n  {body}\n}}\n', "empty.relay")
+    args = _random_args(mod, seed=3)
+    want = flatten_value(run_function(mod, args))
+    got = flatten_value(irtool.build(mod)(**args))
+    assert [(g.shape, g.dtype, g.tobytes()) for g in got] == [(w.shape, w.dtype, w.tobytes()) for w in want]
+    if case == "sum of nothing":
+        assert got[0].tolist() == [0.0, 0.0, 0.0]
+    if case.startswith(("mean", "global avg")):
+        assert np.isnan(got[0]).all()
+
+
+def test_empty_outputs_go_through_run_into() -> None:
+    mod = parse('#[version = "0.0.5"]\ndef @main(%x: Tensor[(0, 4), float32]) { negative(%x) }', "e.relay")
+    f = irtool.build(mod)
+    out = np.empty((0, 4), np.float32)
+    f.run_into(out, np.empty((0, 4), np.float32))
+    assert out.shape == (0, 4)

@@ -441,3 +441,33 @@ def test_checked_types_replace_stale_ones() -> None:
     body.checked_type = I32
     infer_types(Function([x], body))
     assert body.checked_type == TupleType((F32, F32))
+
+
+@pytest.mark.parametrize(("param", "call", "says"), [
+    ("Tensor[(3, 0), float32]", "max(%x, axis=[1])", "max: axis 1 of float32 tensor of shape (3, 0) has no elements"),
+    ("Tensor[(0, 0), float32]", "min(%x, axis=1)", "min of no elements is undefined (it has no identity)"),
+    ("Tensor[(2, 0), float32]", "max(%x)", "max: axis 1 of float32"),
+    ("Tensor[(3, 0), float32]", "argmax(%x, axis=[1])", "argmax of no elements is undefined"),
+    ("Tensor[(3, 0, 2), int32]", "argmin(%x, axis=[1, 2])", "argmin: axis 1 of int32"),
+    ("Tensor[(1, 2, 0, 3), float32]", "nn.global_max_pool2d(%x)", "nn.global_max_pool2d: axis 2"),
+    ("Tensor[(1, 0, 3, 2), float32]", 'nn.global_max_pool2d(%x, layout="NHWC")', "nn.global_max_pool2d: axis 1"),
+    ("Tensor[(3, 0), int32]", "mean(%x, axis=[1])", "an integer mean of no elements is undefined (0 / 0)"),
+])
+def test_reductions_without_a_value_over_empty_axes_are_located_errors(param: str, call: str, says: str) -> None:
+    """numpy raises for these at run time and native code read garbage: refused for every backend."""
+    err = fails(HEADER + f"def @main(%x: {param}) {{\n  {call}\n}}\n")
+    assert says in str(err)
+    assert where(err) == (3, 3)
+
+
+@pytest.mark.parametrize(("param", "call", "shape"), [
+    ("Tensor[(0, 3), float32]", "max(%x, axis=[1])", (0,)),          # the reduced axis has elements
+    ("Tensor[(3, 0), float32]", "sum(%x, axis=[1])", (3,)),          # an identity: 0
+    ("Tensor[(3, 0), int32]", "prod(%x, axis=[1])", (3,)),           # an identity: 1
+    ("Tensor[(3, 0), float32]", "mean(%x, axis=[1])", (3,)),         # NaN, as numpy
+    ("Tensor[(1, 2, 0, 3), float32]", "nn.global_avg_pool2d(%x)", (1, 2, 1, 1)),
+    ("Tensor[(3, 0), float32]", "nn.softmax(%x)", (3, 0)),
+])
+def test_reductions_with_a_value_over_empty_axes_type_check(param: str, call: str, shape: tuple[int, ...]) -> None:
+    prog = check(HEADER + f"def @main(%x: {param}) {{\n  {call}\n}}\n")
+    assert prog["main"].checked_type.ret_type.shape == shape  # type: ignore[index, union-attr]

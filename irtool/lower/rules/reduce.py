@@ -69,7 +69,10 @@ for _name, (_combine, _init) in REDUCERS.items():
 
 
 def mean_of(total: PrimExpr, count: int) -> PrimExpr:
-    """The reference's mean: divide in the dtype for floats; for integers truncate total/count."""
+    """The reference's mean: divide in the dtype for floats; for integers truncate total/count.
+    Over no elements it is the reference's NaN (type inference refuses integer means of nothing)."""
+    if count == 0:
+        return imm(float("nan"), total.dtype)
     if is_float(total.dtype):
         return BinaryOp("div", total, imm(count, total.dtype))
     return cast(total.dtype, BinaryOp("div", cast("float64", total), imm(count, "float64")))

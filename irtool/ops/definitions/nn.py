@@ -27,6 +27,7 @@ from irtool.ops.definitions._common import (
     prod,
     tensor_arg,
 )
+from irtool.ops.definitions.reduce import check_not_empty, mean_in_dtype
 from irtool.ops.definitions.transform import parse_layout
 from irtool.ops.registry import (
     AttrField,
@@ -415,17 +416,25 @@ def _axis_rel(op: str) -> Callable[[Sequence[Type], Attrs], Type]:
     return rel
 
 
+def _shifted(x: np.ndarray, axis: int) -> np.ndarray:
+    """`x` minus its maximum along `axis` (the stable form of softmax). An empty axis leaves
+    nothing to normalise: the (empty) result is the empty input, as natively."""
+    if x.size == 0:
+        return x.copy()
+    return x - np.max(x, axis=axis, keepdims=True)
+
+
 def _softmax(args: list[Value], attrs: Attrs) -> Value:
     x = args[0]
     axis = int(attrs["axis"])  # type: ignore[arg-type]
-    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    e = np.exp(_shifted(x, axis))
     return as_array(e / np.sum(e, axis=axis, keepdims=True), str(x.dtype))
 
 
 def _log_softmax(args: list[Value], attrs: Attrs) -> Value:
     x = args[0]
     axis = int(attrs["axis"])  # type: ignore[arg-type]
-    shifted = x - np.max(x, axis=axis, keepdims=True)
+    shifted = _shifted(x, axis)
     return as_array(shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True)),
                     str(x.dtype))
 
@@ -569,6 +578,7 @@ def _global_pool_rel(op: str) -> Callable[[Sequence[Type], Attrs], Type]:
         _rank(op, x, 4, "data")
         layout = str(attrs["layout"])
         n, c, _, _ = _shape_in(layout, "NCHW", x)
+        check_not_empty(op, x, (layout.index("H"), layout.index("W")))
         return TensorType(_shape_out("NCHW", _layout(attrs, "out_layout", layout), (n, c, 1, 1)),
                           x.dtype)
     return rel
@@ -584,16 +594,8 @@ def _global_pool(reduce: Callable[..., np.ndarray]) -> Callable[[list[Value], At
     return compute
 
 
-def _mean_in_dtype(x: np.ndarray, axis: tuple[int, ...], keepdims: bool) -> np.ndarray:
-    total = np.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
-    count = int(np.prod([x.shape[a] for a in axis]))
-    if np.issubdtype(x.dtype, np.integer):
-        return np.fix(total / count)
-    return total / x.dtype.type(count)
-
-
 register(OpDef("nn.global_avg_pool2d", 1, GLOBAL_POOL_ATTRS, OpPattern.OUT_ELEMWISE_FUSABLE,
-               _global_pool_rel("nn.global_avg_pool2d"), _global_pool(_mean_in_dtype),
+               _global_pool_rel("nn.global_avg_pool2d"), _global_pool(mean_in_dtype),
                description="mean over the spatial axes"))
 register(OpDef("nn.global_max_pool2d", 1, GLOBAL_POOL_ATTRS, OpPattern.OUT_ELEMWISE_FUSABLE,
                _global_pool_rel("nn.global_max_pool2d"), _global_pool(np.max),

@@ -50,17 +50,43 @@ def reduce_shape(op: str, x: TensorType, attrs: Attrs) -> tuple:
     return tuple(d for i, d in enumerate(x.shape) if i not in axes)
 
 
+# Reductions that have no value over no elements (numpy raises at run time, and native code
+# would read past an empty buffer), refused at type inference in every backend.
+NO_IDENTITY = ("max", "min", "argmax", "argmin", "nn.global_max_pool2d")
+MEANS = ("mean", "nn.global_avg_pool2d")
+
+
+def check_not_empty(op: str, x: TensorType, axes: Sequence[int]) -> None:
+    """Refuses `op` over reduced axes with no elements when its result would be undefined: a
+    reduction without an identity, or an integer mean (0 / 0). A float mean of nothing is NaN
+    (as numpy's) and a sum or product is its identity."""
+    empty = [a for a in axes if isinstance(x.shape[a], int) and x.shape[a] == 0]
+    if not empty:
+        return
+    where = f"axis {empty[0]} of {x.dtype} tensor of shape {tuple(x.shape)} has no elements"
+    if op in NO_IDENTITY:
+        raise TypeRelError(f"{op}: {where}; {op} of no elements is undefined (it has no identity)")
+    if op in MEANS and x.dtype.startswith(("int", "uint", "bool")):
+        raise TypeRelError(f"{op}: {where}; an integer mean of no elements is undefined (0 / 0)")
+
+
 def _reduce_rel(name: str, out_dtype: str | None,
                 domain: str = "any") -> Callable[[Sequence[Type], Attrs], Type]:
     def rel(types: Sequence[Type], attrs: Attrs) -> Type:
         x = check_domain(name, tensor_arg(name, types, 0), domain)
+        check_not_empty(name, x, reduce_axes(name, attrs, x.ndim))
         return TensorType(reduce_shape(name, x, attrs), out_dtype or x.dtype)
     return rel
 
 
-def _mean(x: np.ndarray, axis: tuple[int, ...], keepdims: bool) -> np.ndarray:
+def mean_in_dtype(x: np.ndarray, axis: tuple[int, ...], keepdims: bool) -> np.ndarray:
+    """The mean over `axis`, computed in `x`'s dtype. Over no elements it is the canonical quiet
+    NaN (positive, as the native code's constant; numpy's 0 / 0 gives the CPU's, which on x86 is
+    negative), so both backends agree bit for bit; integer means of nothing are refused."""
     count = int(np.prod([x.shape[a] for a in axis]))
     total = np.sum(x, axis=axis, dtype=x.dtype, keepdims=keepdims)
+    if count == 0:
+        return np.full(total.shape, np.nan, x.dtype)
     if np.issubdtype(x.dtype, np.integer):
         return np.fix(total / count)  # TVM divides integers with truncation
     return total / x.dtype.type(count)
@@ -72,7 +98,7 @@ REDUCTIONS: dict[str, Callable[[np.ndarray, tuple[int, ...], bool], np.ndarray]]
     "prod": lambda x, ax, k: np.prod(x, axis=ax, dtype=x.dtype, keepdims=k),
     "max": lambda x, ax, k: np.max(x, axis=ax, keepdims=k),
     "min": lambda x, ax, k: np.min(x, axis=ax, keepdims=k),
-    "mean": _mean,
+    "mean": mean_in_dtype,
 }
 
 
