@@ -257,7 +257,7 @@ class _EntryBuilder:
         self.inputs, self.outputs = inputs, outputs
         self.define_constants(live)
         init_text = self.init_function(layout)
-        run_text = self.run_function(layout, len(inputs), len(outputs))
+        run_text = self.run_function(layout)
         # What the caller allocates: the plan, and the slack `_run` may skip to align it.
         ws_bytes = layout.workspace_bytes + ALIGN - 1 if layout.workspace_bytes else 0
         self.globals.append(f"@{self.prefix}_workspace_size = constant i64 {ws_bytes}, align 8")
@@ -315,16 +315,16 @@ class _EntryBuilder:
         self.lines += [f"  store atomic i8 1, ptr @{p}_ready release, align 1", f"  ret i32 {STATUS_OK}"]
         return "\n".join([head, *self.lines, "}", ""])
 
-    def run_function(self, layout: MainLayout, n_inputs: int, n_outputs: int) -> str:
+    def run_function(self, layout: MainLayout) -> str:
         p = self.prefix
         live = layout.live
         self.lines = ["entry:"]
         in_ptrs = []
-        for k in range(n_inputs):
+        for k in range(len(self.inputs)):
             slot = self.emit(f"getelementptr inbounds ptr, ptr %in, i64 {k}")
             in_ptrs.append(self.emit(f"load ptr, ptr {slot}, align 8"))
         out_ptrs = []
-        for k in range(n_outputs):
+        for k in range(len(self.outputs)):
             slot = self.emit(f"getelementptr inbounds ptr, ptr %out, i64 {k}")
             out_ptrs.append(self.emit(f"load ptr, ptr {slot}, align 8"))
         # The caller's buffers need only their element alignment (a byte needs none).
