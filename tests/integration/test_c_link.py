@@ -1,7 +1,7 @@
 """The emitted object file links into a C program: `irtool-llc --emit=obj` and `--emit=header`,
 a small C driver compiled with `cc` (and -lm) fills the inputs, calls `<prefix>_run` (after an
 explicit `<prefix>_init`, or letting `_run` call it), prints the outputs; run as a separate
-process, its output must match the interpreter. The weights-only steps' results live in `.bss`.
+process, its output must match the interpreter and numpy. The weights-only steps' results live in `.bss`.
 The driver allocates with `aligned_alloc(64, ...)`, or with plain `malloc` plus 4 bytes (every
 buffer, the workspace too): the ABI asks only for element alignment."""
 
@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from numpy.lib.stride_tricks import sliding_window_view
 
 from irtool.eval.interpreter import flatten_value, run_function
 from irtool.syntax.parser import parse
@@ -117,9 +118,24 @@ def _ramp(n: int, scale: float) -> np.ndarray:
     return (np.sin(np.arange(n, dtype=np.float64) * 0.37) * scale).astype(np.float32)
 
 
+def _dense() -> np.ndarray:
+    return np.round(np.cos(np.arange(5 * 36) * 0.11), 3).astype(np.float32).reshape(5, 36)
+
+
 def _source() -> str:
-    dense = np.round(np.cos(np.arange(5 * 36) * 0.11), 3).astype(np.float32)
-    return PROGRAM.replace("DENSE", "[" + ", ".join(repr(float(v)) for v in dense) + "]")
+    return PROGRAM.replace("DENSE", "[" + ", ".join(repr(float(v)) for v in _dense().ravel()) + "]")
+
+
+def _numpy_outputs(x: np.ndarray, w: np.ndarray, bias: np.ndarray, t1: np.ndarray) -> list[np.ndarray]:
+    """PROGRAM's first four results computed with numpy alone (float64), independently of irtool."""
+    padded = np.pad(x[0].astype(np.float64), ((0, 0), (1, 1), (1, 1)))
+    windows = sliding_window_view(padded, (3, 3), axis=(1, 2))           # (3, 6, 6, 3, 3)
+    conv = np.einsum("chwij,ocij->ohw", windows, w.astype(np.float64)) + bias[:, None, None]
+    pooled = np.maximum(conv, 0).reshape(4, 3, 2, 3, 2).max(axis=(2, 4))  # 2x2 max pool, stride 2
+    flat = pooled.reshape(36)
+    logits = _dense().astype(np.float64) @ flat + [0.5, -0.25, 1.0, 0.0, 2.0]
+    halves = np.trunc(t1 / 2).astype(np.int32)                            # integer divide truncates
+    return [np.tanh(logits), flat, halves.ravel(), t1.ravel()]
 
 
 @pytest.fixture(scope="module")
@@ -170,6 +186,8 @@ def test_object_file_links_into_a_c_program(model_dir: Path, tmp_path: Path, exp
             "t": (_ramp(4, 0.1), (np.arange(6, dtype=np.int32) * 3 - 7).reshape(2, 3))}
     want = flatten_value(run_function(mod, args))
     got = [np.array(lines[f"output{k}"].split(), dtype=w.dtype) for k, w in enumerate(want)]
+    for k, ref in enumerate(_numpy_outputs(args["x"], args["w"], args["t"][0], args["t"][1])):
+        np.testing.assert_allclose(got[k], ref, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got[0], want[0].ravel(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got[1], want[1].ravel(), rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(got[2], want[2].ravel())
