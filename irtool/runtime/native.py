@@ -5,9 +5,10 @@ hash of the generated LLVM IR and the target options, so building the same modul
 once. Calls check every input's name, shape, dtype and C-contiguity (a `DiagnosticError` that
 names the parameter), pass the arrays as they are (the ABI asks only for element alignment, which
 numpy arrays have; a misaligned view is copied), allocate the outputs 64-byte aligned, and reuse
-one workspace per built module (so a built module is not re-entrant: one call at a time). The pool of hoisted tensors that `_init` fills is
-numpy memory bound to the module's pool symbol, like the constants (large numpy arrays get
-transparent huge pages, which weight-streaming kernels need); it lives as long as the process.
+one workspace per built module (so a built module is not re-entrant: one call at a time). The
+pool of hoisted tensors that `_init` fills is numpy memory bound to the module's pool symbol,
+like the constants (large numpy arrays get transparent huge pages, which weight-streaming
+kernels need); it lives as long as the process.
 """
 
 from __future__ import annotations

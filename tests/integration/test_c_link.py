@@ -1,9 +1,9 @@
 """The emitted object file links into a C program: `irtool-llc --emit=obj` and `--emit=header`,
 a small C driver compiled with `cc` (and -lm) fills the inputs, calls `<prefix>_run` (after an
 explicit `<prefix>_init`, or letting `_run` call it), prints the outputs; run as a separate
-process, its output must match the interpreter and numpy. The weights-only steps' results live in `.bss`.
-The driver allocates with `aligned_alloc(64, ...)`, or with plain `malloc` plus 4 bytes (every
-buffer, the workspace too): the ABI asks only for element alignment."""
+process, its output must match the interpreter and numpy. The weights-only steps' results live
+in `.bss`. The driver allocates with `aligned_alloc(64, ...)`, or with plain `malloc` plus 4
+bytes (every buffer, the workspace too): the ABI asks only for element alignment."""
 
 from __future__ import annotations
 

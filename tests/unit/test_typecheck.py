@@ -444,7 +444,8 @@ def test_checked_types_replace_stale_ones() -> None:
 
 
 @pytest.mark.parametrize(("param", "call", "says"), [
-    ("Tensor[(3, 0), float32]", "max(%x, axis=[1])", "max: axis 1 of float32 tensor of shape (3, 0) has no elements"),
+    ("Tensor[(3, 0), float32]", "max(%x, axis=[1])",
+     "max: axis 1 of float32 tensor of shape (3, 0) has no elements"),
     ("Tensor[(0, 0), float32]", "min(%x, axis=1)", "min of no elements is undefined (it has no identity)"),
     ("Tensor[(2, 0), float32]", "max(%x)", "max: axis 1 of float32"),
     ("Tensor[(3, 0), float32]", "argmax(%x, axis=[1])", "argmax of no elements is undefined"),
