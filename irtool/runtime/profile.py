@@ -7,7 +7,10 @@ pool for hoisted tensors), and times every call. A step's time is the median ove
 passes through all steps in order (so caches see what they see in `_run`); the whole `_run` of
 the same engine is timed alongside, so the sum of the steps can be checked against it. Hoisted
 steps (what `_init` computes once) are timed once and listed apart. FLOP counts come from the
-kernels' TIR (`kernel_flops`), so they hold for any schedule or layout.
+kernels' TIR (`kernel_flops`), so they hold for any schedule or layout. They count what a kernel
+executes, not the operator's textbook count: a split reduction's final lane sums are work the
+core does (a batch-1 dense adds 2 x lanes - 1 per output on top of 2K), and GFLOP/s is the
+kernel's arithmetic rate.
 """
 
 from __future__ import annotations
