@@ -162,6 +162,8 @@ def test_object_file_links_into_a_c_program(model_dir: Path, tmp_path: Path, exp
     assert "int32_t model_run(const struct model_inputs* in, struct model_outputs* out, void* workspace);" in header
     assert "int32_t model_init(void);" in header
     assert "extern const uint64_t model_workspace_size;" in header
+    # The header promises what the code checks: element alignment, any workspace pointer.
+    assert "must be aligned to its element\n   size (as malloc's are)" in header and "64-byte aligned" not in header
     # The 4096x36 `full` weights (576 KiB) are computed by model_init into zero-initialised
     # static memory: the object file does not carry them.
     assert (tmp_path / "model.o").stat().st_size < 4096 * 36 * 4 // 4
