@@ -42,7 +42,7 @@ from irtool.frontend.onnx_zoo import LIGHT_MODELS, light_model_path
 from irtool.ir.module import IRModule
 from irtool.passes import run
 from irtool.passes.verify_memory_plan import check_plan
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 
 MIB = 1 << 20
 ALIGNMENT = 64

@@ -35,7 +35,7 @@ import numpy as np
 from irtool.frontend.onnx import import_model
 from irtool.frontend.onnx_zoo import (LIGHT_MODELS, light_model_path, onnxruntime_session,
                                       relative_error, runner_input, with_logits_output)
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 
 SHORT = {"alexnet": "bvlc_alexnet", "zfnet": "zfnet512", "densenet": "densenet121"}
 

@@ -23,7 +23,7 @@ import argparse
 import sys
 import time
 
-from irtool.codegen.target import TargetOptions
+from irtool.target import TargetOptions
 from irtool.frontend.onnx_zoo import LIGHT_MODELS, light_model_path, runner_input
 from irtool.ir.module import IRModule
 
@@ -34,7 +34,7 @@ def compile_stages(name: str, mod: IRModule, options: TargetOptions) -> str:
     """CPU seconds of each stage of `irtool.build`'s path, run one after the other."""
     from irtool.codegen.compile import ensure_lowered
     from irtool.codegen.entry import generate_module
-    from irtool.codegen.target import parse_and_optimize, target_machine
+    from irtool.codegen.machine import parse_and_optimize, target_machine
 
     clock = time.process_time
     started = clock()

@@ -19,7 +19,7 @@ from irtool.ir.module import IRModule
 from irtool.ir.types import TensorType, type_to_text
 from irtool.passes.base import ModulePass, register_pass
 from irtool.passes.substitution import substitute
-from irtool.syntax.diagnostics import DiagnosticError, suggest
+from irtool.core.diagnostics import DiagnosticError, suggest
 
 
 def read_params(path: str) -> dict[str, np.ndarray]:

@@ -10,7 +10,7 @@ from irtool.ir.visitor import ExprMutator
 from irtool.passes.base import ModulePass, register_pass
 from irtool.passes.call_graph import referenced_globals
 from irtool.passes.purity import Purity
-from irtool.syntax.diagnostics import DiagnosticError, suggest
+from irtool.core.diagnostics import DiagnosticError, suggest
 
 
 def _live_uses(root: Expr) -> tuple[set[int], set[int]]:

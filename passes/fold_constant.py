@@ -23,7 +23,7 @@ from irtool.ir.visitor import post_order
 from irtool.ops.registry import get_op
 from irtool.passes.base import ModulePass, register_pass
 from irtool.passes.substitution import LetSubstMutator
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 
 
 def is_constant(expr: Expr) -> bool:

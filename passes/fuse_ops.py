@@ -32,7 +32,7 @@ from irtool.ir.visitor import ExprMutator
 from irtool.lower.primitive import type_of
 from irtool.ops.registry import get_op
 from irtool.passes.base import ModulePass, register_pass
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 
 PathCondition = Callable[[int, bool], bool]
 

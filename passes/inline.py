@@ -22,7 +22,7 @@ from irtool.ir.visitor import ExprMutator, post_order
 from irtool.passes.base import ModulePass, register_pass
 from irtool.passes.call_graph import callees_first, cyclic_globals, referenced_globals
 from irtool.passes.substitution import LetSubstMutator, copy_function, substitute
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 
 
 def attr_is_set(func: Function, key: str, name: str, mod: IRModule) -> bool:

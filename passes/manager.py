@@ -16,8 +16,8 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple, TextIO
 
 from irtool.ir.module import IRModule
-from irtool.ir.span import Span
-from irtool.syntax.diagnostics import SOURCES, DiagnosticError, suggest
+from irtool.core.span import Span
+from irtool.core.diagnostics import SOURCES, DiagnosticError, suggest
 from irtool.passes.base import PASS_REGISTRY, ModulePass
 
 PIPELINE_SOURCE = "<pipeline>"

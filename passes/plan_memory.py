@@ -19,7 +19,7 @@ from irtool.analysis.memory_plan import PLANNERS, annotate, plan_memory
 from irtool.analysis.typecheck import infer_types
 from irtool.ir.module import IRModule
 from irtool.passes.base import ModulePass, register_pass
-from irtool.syntax.diagnostics import DiagnosticError, suggest
+from irtool.core.diagnostics import DiagnosticError, suggest
 
 
 @register_pass

@@ -17,7 +17,7 @@ import numpy as np
 from irtool.analysis.typecheck import infer_types
 from irtool.ir.expr import Call, Constant, Expr, Function, Op, TupleGetItem
 from irtool.ir.module import IRModule
-from irtool.ir.span import Span
+from irtool.core.span import Span
 from irtool.ir.types import TensorType
 from irtool.ir.visitor import ExprMutator, post_order
 from irtool.ops.registry import get_op

@@ -12,7 +12,7 @@ from typing import ClassVar
 from irtool.ir.module import IRModule
 from irtool.ir.tir import PrimFunc
 from irtool.passes.base import ModulePass, register_pass
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 from irtool.tir_transform.loops import loop_names, reorder, set_kind, split
 from irtool.tir_transform.module import located_as, map_primfuncs, primfunc_names
 

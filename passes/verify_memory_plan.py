@@ -20,7 +20,7 @@ from irtool.analysis.memory_plan import INPUT, PLAN_ALGORITHM, MemoryPlan, conca
 from irtool.analysis.typecheck import infer_types
 from irtool.ir.module import IRModule
 from irtool.passes.base import ModulePass, register_pass
-from irtool.syntax.diagnostics import Diagnostic, DiagnosticError
+from irtool.core.diagnostics import Diagnostic, DiagnosticError
 
 
 def _describe(t: PlannedTensor, placed: tuple[int, int]) -> str:

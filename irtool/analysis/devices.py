@@ -13,10 +13,10 @@ any annotation stay on the default device (None).
 from __future__ import annotations
 
 from irtool.ir.expr import Op
-from irtool.ir.span import Span
+from irtool.core.span import Span
 from irtool.analysis.liveness import ALIAS, KERNEL, Device, Liveness, device_key
 from irtool.analysis.union_find import find_root
-from irtool.syntax.diagnostics import Diagnostic, DiagnosticError
+from irtool.core.diagnostics import Diagnostic, DiagnosticError
 
 VIRTUAL_DEVICE = "virtual_device"
 

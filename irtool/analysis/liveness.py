@@ -22,12 +22,12 @@ from irtool.analysis.dominators import is_opaque_function
 from irtool.ir.expr import (AttrValue, Call, Constant, Expr, Function, GlobalVar, Let, Op, Tuple,
                             TupleGetItem, Var)
 from irtool.ir.module import IRModule
-from irtool.ir.span import Span
+from irtool.core.span import Span
 from irtool.ir.tir import PrimFunc
 from irtool.ir.types import TensorType, TupleType, Type, dtype_bytes
 from irtool.ir.visitor import post_order
 from irtool.ops.registry import OpPattern, get_op
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 
 # A device as the annotations write it (`virtual_device=1`, a name, or `meta[VirtualDevice][i]`);
 # None is the default device.

@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 from irtool.analysis.liveness import ALIAS, CALL, CONSTANT, PARAM, Device, Liveness, compute_liveness, device_key
 from irtool.ir.expr import Attrs, AttrValue, Call, Expr, Function, Op
 from irtool.ir.module import IRModule
-from irtool.ir.span import Span
+from irtool.core.span import Span
 from irtool.ir.visitor import ExprMutator
 from irtool.ops.registry import get_op
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 
 ARENA, TOKEN, INPUT = "arena", "token", "input"
 

@@ -13,7 +13,7 @@ from irtool.analysis.liveness import ALIAS, CALL, HOISTED, Liveness, device_key
 from irtool.analysis.memory_plan import INPUT, MemoryPlan, plan_liveness, plan_memory, read_plan
 from irtool.analysis.typecheck import infer_types
 from irtool.ir.module import IRModule
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 
 Report = dict[str, object]
 MIB = 1 << 20

@@ -11,13 +11,13 @@ many lanes; scalars mix with vectors only through `broadcast`); conditions are b
 
 from __future__ import annotations
 
-from irtool.ir.span import Span
+from irtool.core.span import Span
 from irtool.ir.tir import (ARITH_OPS, COMPARE_OPS, INFIX_SYMBOLS, INTRINSICS, LOGIC_OPS, LOOP_KINDS, SCOPES,
                            Allocate, AssertStmt, BinaryOp, Broadcast, Buffer, BufferLoad, BufferStore, Call, Cast,
                            Evaluate, FloatImm, For, IfExpr, IfThenElse, IntImm, LetStmt, Not, PrimExpr, PrimFunc, Ramp,
                            Select, SeqStmt, Stmt, Var, children, int_range, is_bool, is_float, is_int, lanes_of,
                            tir_dtype, with_lanes)
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 
 
 def verify_primfunc(func: PrimFunc, name: str = "") -> None:

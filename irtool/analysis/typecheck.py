@@ -27,13 +27,13 @@ from irtool.ir.adt import Constructor, Pattern, PatternConstructor, PatternTuple
 from irtool.ir.expr import (Call, Constant, Expr, Function, GlobalVar, If, Let, Match, Op, RefCreate, RefRead,
                             RefWrite, Tuple, TupleGetItem, Var)
 from irtool.ir.module import IRModule
-from irtool.ir.span import Span
+from irtool.core.span import Span
 from irtool.ir.tir import PrimFunc
 from irtool.ir.types import FuncType, IncompleteType, RefType, TensorType, TupleType, Type, TypeCall, scalar_type
 from irtool.ir.visitor import post_order
-from irtool.lower.signature import primfunc_type
+from irtool.ir.signature import primfunc_type
 from irtool.ops.registry import OpDef, TypeRelError, get_op
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 
 _BOOL = scalar_type("bool")
 _UNIT = TupleType(())

@@ -18,10 +18,10 @@ from __future__ import annotations
 from irtool.ir.adt import Constructor, Pattern, PatternConstructor, PatternTuple
 from irtool.ir.expr import Expr, Function, GlobalVar, Let, Match, Var
 from irtool.ir.module import IRModule
-from irtool.ir.span import Span
+from irtool.core.span import Span
 from irtool.ir.tir import PrimFunc
 from irtool.ir.visitor import post_order
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 from irtool.analysis.tir_verify import verify_primfunc
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from irtool.codegen.compile import DEFAULT_PIPELINE, compile_module, ensure_lowered, is_lowered
 from irtool.codegen.entry import ABI, GeneratedModule, TensorSpec, generate_module
-from irtool.codegen.target import TargetOptions
+from irtool.target import TargetOptions
 
 __all__ = ["ABI", "DEFAULT_PIPELINE", "GeneratedModule", "TargetOptions", "TensorSpec", "compile_module",
            "ensure_lowered", "generate_module", "is_lowered"]

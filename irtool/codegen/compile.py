@@ -17,12 +17,13 @@ from dataclasses import dataclass
 import llvmlite.binding as llvm
 
 from irtool.codegen.entry import GeneratedModule, generate_module
-from irtool.codegen.target import TargetOptions, parse_and_optimize, target_machine
+from irtool.codegen.machine import parse_and_optimize, target_machine
+from irtool.target import TargetOptions
 from irtool.ir.expr import Call, Function, Op
 from irtool.ir.module import IRModule
 from irtool.ir.tir import PrimFunc
 from irtool.ir.visitor import post_order
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 
 # No plan-memory here: without a plan on `main`, codegen plans greedy-by-size itself and leaves
 # out the results kernels write straight into the caller's output buffers, which a general

@@ -30,15 +30,15 @@ import numpy as np
 from irtool.analysis.liveness import ALIAS, CALL, COPY, Liveness, Step, compute_liveness, flatten_type
 from irtool.analysis.memory_plan import INPUT, MemoryPlan, plan_memory, read_plan
 from irtool.analysis.typecheck import infer_types
-from irtool.codegen.target import TargetOptions
+from irtool.target import TargetOptions
 from irtool.codegen.tir_to_llvm import STATUS_MISALIGNED, STATUS_OK, ModuleContext, primfunc_to_llvm
 from irtool.codegen.types import element_bytes
 from irtool.ir.expr import Function, GlobalVar, Op
 from irtool.ir.module import IRModule
 from irtool.ir.tir import PrimFunc
 from irtool.ir.types import TensorType, Type
-from irtool.lower.signature import num_outputs
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.ir.signature import num_outputs
+from irtool.core.diagnostics import DiagnosticError
 
 ALIGN = 64
 

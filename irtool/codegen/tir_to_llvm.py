@@ -29,7 +29,7 @@ from irtool.codegen.types import (constant, element_bytes, intrinsic_suffix, is_
                                   scalar_type, value_type)
 from irtool.codegen.parallel import body_of, emit_parallel_loop, loop_bound
 from irtool.codegen.vectorize import vectorize_loop
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 from irtool.tir_transform.parallel import parallelize
 
 STATUS_OK = 0

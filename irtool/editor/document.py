@@ -19,11 +19,11 @@ from irtool.analysis.wellformed import check_well_formed
 from irtool.ir.adt import Constructor, TypeData
 from irtool.ir.expr import Call, Expr, Function, GlobalVar, Let, Match, Op, Var
 from irtool.ir.module import IRModule
-from irtool.ir.span import Span
+from irtool.core.span import Span
 from irtool.ir.types import FuncType, IncompleteType, Type, TypeCall
 from irtool.ir.visitor import post_order
 from irtool.ops.registry import get_op
-from irtool.syntax.diagnostics import Diagnostic, DiagnosticError
+from irtool.core.diagnostics import Diagnostic, DiagnosticError
 from irtool.syntax.lexer import SourceText, Token, tokenize
 from irtool.syntax.parser import _grammar, parse
 from irtool.syntax.printer import format_attr_value, print_type

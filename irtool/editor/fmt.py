@@ -24,8 +24,8 @@ from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
 
-from irtool.ir.span import Span
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.span import Span
+from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.lexer import SourceText, Token, tokenize
 from irtool.syntax.parser import _grammar, parse
 from irtool.syntax.printer import print_program

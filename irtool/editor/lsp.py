@@ -16,7 +16,7 @@ from irtool import __version__
 from irtool.editor.completion import complete
 from irtool.editor.document import Document, Outline, Range, span_range
 from irtool.editor.fmt import format_text
-from irtool.syntax.diagnostics import Diagnostic, DiagnosticError
+from irtool.core.diagnostics import Diagnostic, DiagnosticError
 
 __all__ = ["build_server"]
 

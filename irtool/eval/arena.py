@@ -21,7 +21,7 @@ from irtool.ir.expr import Call, Expr, Op, Tuple, Var
 from irtool.ir.module import IRModule
 from irtool.ir.types import TupleType, Type
 from irtool.ops.registry import Value
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 
 
 def _flatten(value: Value) -> list[np.ndarray]:

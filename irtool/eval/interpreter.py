@@ -20,15 +20,15 @@ from irtool.ir.adt import Constructor, Pattern, PatternConstructor, PatternTuple
 from irtool.ir.expr import (EMPTY_ATTRS, Call, Constant, Expr, Function, GlobalVar, If, Let, Match, Op, RefCreate,
                             RefRead, RefWrite, Tuple, TupleGetItem, Var)
 from irtool.ir.module import IRModule
-from irtool.ir.span import Span
+from irtool.core.span import Span
 from irtool.ir.types import IncompleteType, TensorType, TupleType, Type, type_to_text
 from irtool.ir.visitor import free_vars
 from irtool.ops.registry import OpDef, get_op
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 from irtool.eval.tir_interp import CompiledPrimFunc, array_shape, compile_primfunc
 from irtool.eval.tir_interp import numpy_dtype as tir_numpy_dtype
 from irtool.ir.tir import PrimFunc
-from irtool.lower.signature import num_outputs
+from irtool.ir.signature import num_outputs
 from irtool.eval.values import ADTValue, Closure, RefValue, Value, describe, flatten_value, numpy_dtype
 
 __all__ = ["Interpreter", "bind_arguments", "evaluate", "flatten_value", "param_type", "run_function",

@@ -26,11 +26,11 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from irtool.analysis.tir_verify import verify_primfunc
-from irtool.ir.span import Span
+from irtool.core.span import Span
 from irtool.ir.tir import (Allocate, AssertStmt, BinaryOp, Broadcast, Buffer, BufferLoad, BufferStore, Call,
                            Cast, Evaluate, FloatImm, For, IfExpr, IfThenElse, IntImm, LetStmt, Not, PrimExpr, PrimFunc,
                            Ramp, Select, SeqStmt, Stmt, Var, children, element_of, is_float, is_int, lanes_of)
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 
 # CPython refuses more statically nested loops than this in one function.
 MAX_LOOP_DEPTH = 20

@@ -15,7 +15,7 @@ import numpy as np
 
 from irtool.ir.adt import Constructor
 from irtool.ir.expr import Function, Op
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 
 
 class Closure:

@@ -29,7 +29,7 @@ from irtool.ir.module import IRModule
 from irtool.ir.types import TensorType, TupleType, Type
 from irtool.ir.visitor import free_vars
 from irtool.ops.registry import TypeRelError, get_op
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 
 if TYPE_CHECKING:
     import onnx

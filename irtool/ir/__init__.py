@@ -6,7 +6,7 @@ from irtool.ir.equality import structural_equal, structural_hash
 from irtool.ir.expr import (EMPTY_ATTRS, Attrs, Call, Constant, Expr, Function, GlobalVar, If, Let, Match,
                             MetaRef, Op, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem, Var)
 from irtool.ir.module import IRModule, Program
-from irtool.ir.span import Span
+from irtool.core.span import Span
 from irtool.ir.types import (Any, FuncType, IncompleteType, RefType, TensorType, TupleType, Type, TypeCall,
                              TypeVar, dtype_bytes, parse_dtype, scalar_type)
 from irtool.ir.visitor import ExprMutator, free_vars, post_order, use_counts

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from irtool.ir.expr import Expr, Var
-from irtool.ir.span import Span
+from irtool.core.span import Span
 from irtool.ir.types import Type, TypeVar
 
 

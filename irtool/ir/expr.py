@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from irtool.ir.span import Span
+from irtool.core.span import Span
 from irtool.ir.types import Type
 
 if TYPE_CHECKING:

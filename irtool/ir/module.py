@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from irtool.ir.adt import Constructor, TypeData
 from irtool.ir.expr import Expr, Function
-from irtool.ir.span import Span
+from irtool.core.span import Span
 
 if TYPE_CHECKING:
     from irtool.ir.tir import PrimFunc

@@ -17,7 +17,7 @@ from typing import Union
 import numpy as np
 
 from irtool.ir.expr import EMPTY_ATTRS, Attrs
-from irtool.ir.span import Span
+from irtool.core.span import Span
 from irtool.ir.types import dtype_bits, parse_dtype
 
 # Binary operators: infix ones print with their symbol, the rest as calls `floordiv(a, b)`.

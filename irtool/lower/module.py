@@ -19,7 +19,7 @@ from irtool.ir.types import TensorType, TupleType
 from irtool.ir.visitor import post_order
 from irtool.lower.primitive import flatten_type, lower_primitive, type_of
 from irtool.ops.registry import get_op
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 
 CALL_LOWERED = Op("call_lowered")
 PLAN_ATTRS = ("storage_id", "storage_offset")

@@ -18,7 +18,7 @@ from irtool.ir.visitor import post_order
 from irtool.lower.errors import LoweringError
 from irtool.lower.te import Builder, Compute, Placeholder, Tensor, imm
 from irtool.ops.registry import get_op
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 
 TEValue = Tensor | tuple
 

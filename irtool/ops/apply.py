@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from irtool.ir.expr import AttrValue
-from irtool.ir.span import Span
+from irtool.core.span import Span
 from irtool.ir.types import TensorType, TupleType, Type
 from irtool.ops.registry import Value, get_op
 

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from irtool.ir.expr import Attrs, AttrValue, MetaRef, attrs_key
-from irtool.ir.span import Span
+from irtool.core.span import Span
 from irtool.ir.types import parse_dtype
-from irtool.syntax.diagnostics import DiagnosticError, suggest
+from irtool.core.diagnostics import DiagnosticError, suggest
 
 if TYPE_CHECKING:
     from irtool.ops.registry import AttrField, OpDef

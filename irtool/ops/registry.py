@@ -13,7 +13,7 @@ from enum import IntEnum
 import numpy as np
 
 from irtool.ir.expr import Attrs, AttrValue
-from irtool.ir.span import Span
+from irtool.core.span import Span
 from irtool.ir.types import Type
 
 

@@ -23,13 +23,14 @@ import numpy as np
 
 from irtool.codegen.compile import DEFAULT_PIPELINE, compile_chunks, compile_module, compile_threads, ensure_lowered
 from irtool.codegen.entry import ABI, GeneratedModule, TensorSpec, generate_module, sanitize
-from irtool.codegen.target import TargetOptions, target_machine
+from irtool.codegen.machine import target_machine
+from irtool.target import TargetOptions
 from irtool.codegen.tir_to_llvm import STATUS_ASSERT_BASE, STATUS_MISALIGNED, STATUS_OUT_OF_MEMORY
 from irtool.eval.tir_interp import array_shape, numpy_dtype
 from irtool.ir.module import IRModule
 from irtool.ir.tir import PrimFunc
 from irtool.ir.types import TupleType, Type
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 
 ALIGN = 64
 _CACHE: dict[str, llvm.ExecutionEngine] = {}

@@ -29,12 +29,12 @@ import numpy as np
 from irtool.analysis.liveness import COPY, Step
 from irtool.codegen.compile import DEFAULT_PIPELINE, ensure_lowered
 from irtool.codegen.entry import CONSTANTS, INPUTS, OUTPUTS, WORKSPACE, MainLayout, step_kernel
-from irtool.codegen.target import TargetOptions
+from irtool.target import TargetOptions
 from irtool.ir import tir
 from irtool.ir.module import IRModule
 from irtool.ops.registry import op_names
 from irtool.runtime.native import NativeModule, aligned_empty, describe_status
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 
 _FLOAT_ARITH = frozenset({"add", "sub", "mul", "div", "min", "max"})
 

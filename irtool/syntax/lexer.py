@@ -18,8 +18,8 @@ from itertools import accumulate
 
 import numpy as np
 
-from irtool.ir.span import Span
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.span import Span
+from irtool.core.diagnostics import DiagnosticError
 
 Token = tuple[str, str, int, int]
 

@@ -25,12 +25,12 @@ from irtool.ir.adt import (Clause, Constructor, Pattern, PatternConstructor, Pat
 from irtool.ir.expr import (EMPTY_ATTRS, Attrs, Call, Constant, Expr, Function, GlobalVar, If, Let, Match,
                             MetaRef, Op, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem, Var)
 from irtool.ir.module import IRModule
-from irtool.ir.span import Span
+from irtool.core.span import Span
 from irtool.ir.types import (Any as AnyDim, FuncType, IncompleteType, RefType, TensorType, TupleType, Type,
                              TypeCall, TypeVar, parse_dtype)
 from irtool.ops.registry import OpDef, get_op, op_names
 from irtool.syntax import parse_engine
-from irtool.syntax.diagnostics import SOURCES, Diagnostic, DiagnosticError, suggest
+from irtool.core.diagnostics import SOURCES, Diagnostic, DiagnosticError, suggest
 from irtool.syntax.lexer import Lexer, LiteralError, SourceText, Token, number_value, tokenize
 from irtool.syntax.parse_metadata import CONSTANT_KIND, MetadataError, constant_array, parse_metadata_json
 from irtool.syntax.tir_builder import TirActions

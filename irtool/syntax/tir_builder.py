@@ -12,12 +12,12 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from irtool.ir.expr import Attrs
-from irtool.ir.span import Span
+from irtool.core.span import Span
 from irtool.ir.tir import (INTRINSICS, LOOP_KINDS, SCOPES, SYMBOL_OPS, Allocate, AssertStmt, BinaryOp, Broadcast,
                            Buffer, BufferLoad, BufferStore, Call, Cast, Evaluate, FloatImm, For, IfExpr, IfThenElse,
                            IntImm, LetStmt, Not, PrimExpr, PrimFunc, Ramp, Select, Stmt, Var, int_range, is_float,
                            is_int, lanes_of, seq, tir_dtype)
-from irtool.syntax.diagnostics import Diagnostic, DiagnosticError, suggest
+from irtool.core.diagnostics import Diagnostic, DiagnosticError, suggest
 from irtool.syntax.lexer import SourceText, Token
 
 _BINARY_CALLS = ("floordiv", "floormod", "min", "max", "and", "or")

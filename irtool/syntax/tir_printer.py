@@ -18,7 +18,7 @@ import numpy as np
 from irtool.ir.tir import (INFIX_SYMBOLS, Allocate, AssertStmt, BinaryOp, Broadcast, Buffer, BufferLoad,
                            BufferStore, Call, Cast, Evaluate, FloatImm, For, IfExpr, IfThenElse, IntImm, LetStmt, Not,
                            PrimExpr, PrimFunc, Ramp, Select, SeqStmt, Stmt, Var, children)
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.printer import Entries, _flatten, float_text, format_attr_value, format_attrs
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_/]*")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from irtool.ir.tir import (Allocate, Broadcast, Buffer, BufferLoad, BufferStore, Cast, PrimExpr, PrimFunc, Stmt,
                            BinaryOp, element_of, lanes_of, with_lanes)
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 from irtool.tir_transform.fold import make_const
 from irtool.tir_transform.mutator import TirRewriter
 from irtool.tir_transform.simplify import simplify_expr

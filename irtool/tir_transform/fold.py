@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from irtool.eval.tir_interp import INTRINSIC_IMPLS
-from irtool.ir.span import Span
+from irtool.core.span import Span
 from irtool.ir.tir import (Broadcast, FloatImm, IntImm, PrimExpr, element_of, is_bool, is_float, is_int, lanes_of)
 
 Number = int | float

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from irtool.ir.tir import (Allocate, BinaryOp, Buffer, BufferLoad, BufferStore, FloatImm, For, IfThenElse, IntImm,
                            LetStmt, PrimExpr, PrimFunc, Stmt, Var, children, seq)
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 from irtool.tir_transform.fold import int_range
 from irtool.tir_transform.mutator import TirRewriter, fresh_copy, stmt_parts, walk_exprs, walk_stmts
 from irtool.tir_transform.simplify import simplify_expr

@@ -9,7 +9,7 @@ from irtool.ir.expr import GlobalVar
 from irtool.ir.module import IRModule
 from irtool.ir.tir import PrimFunc
 from irtool.ir.visitor import post_order
-from irtool.syntax.diagnostics import DiagnosticError, suggest
+from irtool.core.diagnostics import DiagnosticError, suggest
 
 
 def primfunc_names(mod: IRModule, function: str | None) -> list[str]:

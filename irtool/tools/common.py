@@ -15,8 +15,8 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from irtool.ir.span import Span
-from irtool.syntax.diagnostics import SOURCES, DiagnosticError, render_error
+from irtool.core.span import Span
+from irtool.core.diagnostics import SOURCES, DiagnosticError, render_error
 
 EXIT_OK = 0
 EXIT_ERROR = 1

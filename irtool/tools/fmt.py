@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from irtool import __version__
 from irtool.editor.fmt import format_text
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 from irtool.tools.common import EXIT_ERROR, EXIT_OK, cli_main, read_source, report, write_output
 
 PROG = "irtool-fmt"

@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.printer import print_program
 from irtool.tools.common import cli_main, write_output
 from irtool.tools.run import write_npz

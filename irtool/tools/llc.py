@@ -19,9 +19,9 @@ from irtool.codegen.compile import (DEFAULT_PIPELINE, compile_module, emit_asm, 
                                     ensure_lowered, link_shared)
 from irtool.codegen.entry import generate_module, sanitize
 from irtool.codegen.header import emit_header
-from irtool.codegen.target import TargetError, TargetOptions
+from irtool.target import TargetError, TargetOptions
 from irtool.ir.module import IRModule
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 from irtool.tools.common import STDIN_NAME, parse_args, read_source, replace_file, run_tool, write_output
 from irtool.tools.run import load_module
 

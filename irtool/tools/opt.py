@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 from irtool import __version__
 from irtool.ir.module import IRModule, Program
-from irtool.ir.span import Span
-from irtool.syntax.diagnostics import SOURCES, DiagnosticError
+from irtool.core.span import Span
+from irtool.core.diagnostics import SOURCES, DiagnosticError
 from irtool.syntax.parser import parse
 from irtool.syntax.printer import print_program
 from irtool.tools import verify_diagnostics

@@ -30,7 +30,7 @@ from irtool.ir.expr import Call, Expr, Function, Op
 from irtool.ir.module import IRModule
 from irtool.ir.types import TensorType, TupleType, Type, type_to_text
 from irtool.ir.visitor import free_vars, post_order
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse
 from irtool.tools.common import cli_main, read_source
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from irtool.ir.span import Span
-from irtool.syntax.diagnostics import Diagnostic
+from irtool.core.span import Span
+from irtool.core.diagnostics import Diagnostic
 
 SEVERITIES = ("error", "warning", "note", "remark")
 

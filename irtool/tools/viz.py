@@ -22,7 +22,7 @@ from irtool.analysis.typecheck import infer_types
 from irtool.editor.viz import function_dot
 from irtool.ir.expr import Function
 from irtool.ir.module import IRModule
-from irtool.syntax.diagnostics import DiagnosticError, suggest
+from irtool.core.diagnostics import DiagnosticError, suggest
 from irtool.syntax.parser import parse
 from irtool.tools.common import EXIT_OK, cli_main, read_source, write_output
 

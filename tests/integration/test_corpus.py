@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from irtool.ir import structural_equal
-from irtool.syntax.diagnostics import DiagnosticError, render_error
+from irtool.core.diagnostics import DiagnosticError, render_error
 from irtool.syntax.parser import parse
 from irtool.syntax.printer import print_program
 

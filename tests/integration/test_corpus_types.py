@@ -21,7 +21,7 @@ from irtool.analysis.wellformed import check_well_formed
 from irtool.ir import Expr, IRModule, Op, Type, post_order
 from irtool.ir.types import FuncType, IncompleteType, RefType, TupleType, TypeCall
 from irtool.ops.registry import get_op
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared/corpus/tvm-relay"

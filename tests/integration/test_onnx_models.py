@@ -103,7 +103,7 @@ def test_pytorch_model_matches_or_is_reported_unsupported(case: str) -> None:
     """Import → interpreter → `output_*.pb`; a model irtool cannot express must say so with a
     clear error (the known ones are listed above), never produce a wrong answer."""
     from irtool.frontend.onnx_zoo import onnx_data_dir, read_tensor
-    from irtool.syntax.diagnostics import DiagnosticError
+    from irtool.core.diagnostics import DiagnosticError
     folder = onnx_data_dir() / case
     data = folder / "test_data_set_0"
     if case in UNSUPPORTED:

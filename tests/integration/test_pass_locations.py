@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from irtool.passes.manager import parse_pipeline, run_pipeline
-from irtool.syntax.diagnostics import DiagnosticError, render_error
+from irtool.core.diagnostics import DiagnosticError, render_error
 from irtool.syntax.parser import parse_module
 
 TEXT = """#[version = "0.0.5"]

@@ -14,7 +14,7 @@ from pathlib import Path
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from irtool.syntax.diagnostics import DiagnosticError, render_error
+from irtool.core.diagnostics import DiagnosticError, render_error
 from irtool.syntax.printer import print_program
 from irtool.tools.opt import OptOptions, process
 from support.strategies import dataflow_programs, modules

@@ -25,7 +25,7 @@ from irtool.ir.tir import (Allocate, BinaryOp, Buffer, BufferLoad, BufferStore, 
                            IfThenElse, IntImm, LetStmt, PrimExpr, PrimFunc, Select, Stmt, Var, is_float, seq)
 from irtool.ir.tir_equality import tir_structural_equal
 from irtool.passes import parse_pipeline
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse_module
 from irtool.syntax.printer import print_module
 from irtool.tir_transform.flatten import flat_extent, layout_strides, needs_flattening

@@ -37,7 +37,7 @@ from irtool.ir import (Attrs, Call, Clause, Constant, Constructor, Expr, FuncTyp
                        TupleGetItem, TupleType, Type, TypeCall, TypeData, TypeVar, Var)
 from irtool.ir.types import Any
 from irtool.ops import get_op, op_names
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 
 # --- building blocks -----------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ import pytest
 from irtool.eval.interpreter import run_function
 from irtool.ir import Constant, Function, post_order
 from irtool.passes import run
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse
 
 BLOCK = Path(__file__).resolve().parents[2] / "samples" / "resnet_block.relay"

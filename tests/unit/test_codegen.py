@@ -15,7 +15,7 @@ from irtool.ir.tir import (Allocate, AssertStmt, BinaryOp, Broadcast, Buffer, Bu
                            FloatImm, For, IfExpr, IfThenElse, IntImm, LetStmt, Not, PrimExpr, PrimFunc, Ramp, Select,
                            Var, seq)
 from irtool.runtime import aligned_empty, build_kernels
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 
 
 def _compile(func: PrimFunc, opt_level: int = 2, fast_math: bool = False) -> Callable[..., int]:

@@ -12,7 +12,7 @@ import pytest
 import irtool
 from irtool.eval.interpreter import flatten_value, run_function
 from irtool.runtime import aligned_empty
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse
 
 RESNETISH = """#[version = "0.0.5"]
@@ -166,7 +166,7 @@ def test_run_into_takes_one_array_for_one_output_and_names_what_it_needs() -> No
 ])
 def test_bad_target_options_are_value_errors_naming_the_option(options: dict[str, object], says: str) -> None:
     """Raised by `build` itself, before any compiling (once a worker process died instead)."""
-    from irtool.codegen.target import TargetError
+    from irtool.target import TargetError
     mod = parse('#[version = "0.0.5"]\ndef @main(%x: Tensor[(16), float32]) { negative(%x) }', "neg.relay")
     with pytest.raises(TargetError, match=re.escape(says)) as info:
         irtool.build(mod, **options)  # type: ignore[arg-type]

@@ -18,7 +18,7 @@ from irtool.eval.tir_interp import run_primfunc
 from irtool.ir.module import IRModule
 from irtool.ir.tir import PrimFunc
 from irtool.runtime import aligned_empty, build, build_kernels
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse_module
 
 

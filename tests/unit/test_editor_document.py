@@ -6,7 +6,7 @@ import pytest
 
 from irtool.editor.completion import complete
 from irtool.editor.document import Document
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from irtool.editor import fmt
 from irtool.editor.fmt import format_text, scan_comments
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 from irtool.tools.fmt import main
 
 ROOT = Path(__file__).resolve().parents[2]

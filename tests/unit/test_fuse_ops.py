@@ -26,7 +26,7 @@ from irtool.eval.interpreter import run_function
 from irtool.ops.registry import get_op
 from irtool.passes.base import PASS_REGISTRY
 from irtool.passes.fuse_ops import FuseOps, fuse_function
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse_module
 from irtool.syntax.printer import print_module
 

@@ -17,7 +17,7 @@ from irtool.eval.interpreter import Interpreter, evaluate, run_function
 from irtool.eval.values import ADTValue, Closure, RefValue, flatten_value
 from irtool.ir import (Call, Constant, Function, GlobalVar, IRModule, Let, Op, TensorType, Tuple, TupleGetItem, Var)
 from irtool.ops.registry import get_op
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"

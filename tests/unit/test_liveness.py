@@ -13,7 +13,7 @@ from irtool.analysis.liveness import (ALIAS, CALL, CONSTANT, COPY, HOISTED, KERN
 from irtool.analysis.typecheck import infer_types
 from irtool.ir import TensorType
 from irtool.passes import run
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse
 
 

@@ -9,9 +9,9 @@ from irtool.eval.interpreter import flatten_value, run_function
 from irtool.ir import Call, GlobalVar, IRModule, Op, Tuple, TupleGetItem
 from irtool.ir.tir import Allocate, BufferStore, For, PrimFunc, children
 from irtool.ir.visitor import post_order
-from irtool.lower.signature import primfunc_type
+from irtool.ir.signature import primfunc_type
 from irtool.passes import run
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse_module
 
 HEADER = '#[version = "0.0.5"]\n'

@@ -13,7 +13,7 @@ import pytest
 
 import irtool
 from irtool.codegen.compile import compile_module, ensure_lowered
-from irtool.codegen.target import TargetOptions
+from irtool.target import TargetOptions
 from irtool.lower.schedules import host_register_tile
 from irtool.syntax.parser import parse_module
 

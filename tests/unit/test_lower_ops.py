@@ -17,7 +17,7 @@ from irtool.ir.tir import PrimFunc
 from irtool.ir.visitor import post_order
 from irtool.lower.module import lower_module
 from irtool.ops import get_op, op_names
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse_module
 
 F = "float32"

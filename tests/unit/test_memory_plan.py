@@ -26,7 +26,7 @@ from irtool.eval.interpreter import run_function
 from irtool.ir import Call, Function, IRModule, Op, TensorType, Var
 from irtool.passes import run, verify
 from irtool.passes.verify_memory_plan import check_plan
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse
 from irtool.syntax.printer import print_program
 

@@ -18,7 +18,7 @@ from irtool.analysis.typecheck import infer_types  # noqa: E402
 from irtool.eval.interpreter import run_function  # noqa: E402
 from irtool.frontend.onnx import import_model, sanitize  # noqa: E402
 from irtool.ir.equality import structural_equal  # noqa: E402
-from irtool.syntax.diagnostics import DiagnosticError  # noqa: E402
+from irtool.core.diagnostics import DiagnosticError  # noqa: E402
 from irtool.syntax.parser import parse  # noqa: E402
 from irtool.syntax.printer import print_program  # noqa: E402
 from irtool.tools import importer, run  # noqa: E402

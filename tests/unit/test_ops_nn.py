@@ -9,11 +9,11 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from irtool.ir.span import Span
+from irtool.core.span import Span
 from irtool.ir.types import Any, TensorType, TupleType
 from irtool.ops import TypeRelError, get_op
 from irtool.ops.apply import apply_op
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 
 F32 = "float32"
 

@@ -12,12 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from irtool.ir.expr import MetaRef
-from irtool.ir.span import Span
+from irtool.core.span import Span
 from irtool.ir.types import Any as AnyDim
 from irtool.ir.types import FuncType, TensorType, TupleType, Type, TypeCall
 from irtool.ops import OpPattern, TypeRelError, get_op, op_names
 from irtool.ops.apply import apply_op, value_type
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 
 CORPUS = Path(__file__).resolve().parents[2] / "../shared/corpus/tvm-relay"
 SPAN = Span("a.relay", 2, 5, 2, 30)

@@ -8,11 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from irtool.ir.span import Span
+from irtool.core.span import Span
 from irtool.ir.types import Any, TensorType, TupleType
 from irtool.ops import TypeRelError, get_op
 from irtool.ops.apply import apply_op
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 
 F32 = "float32"
 SPAN = Span("t.relay", 1, 1, 1, 10)

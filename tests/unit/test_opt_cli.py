@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from irtool.ir.span import Span
-from irtool.syntax.diagnostics import Diagnostic, DiagnosticError
+from irtool.core.span import Span
+from irtool.core.diagnostics import Diagnostic, DiagnosticError
 from irtool.tools import common, opt, verify_diagnostics
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ from irtool.ir import (Any, Expr, Call, Constant, Constructor, FuncType, Functio
                        IncompleteType, IRModule, Let, Match, MetaRef, Op, PatternConstructor, PatternTuple,
                        PatternVar, PatternWildcard, RefCreate, RefRead, RefType, RefWrite, Span, TensorType, Tuple,
                        TupleGetItem, TupleType, TypeCall, TypeVar, Var)
-from irtool.syntax.diagnostics import SOURCES, DiagnosticError, render_error
+from irtool.core.diagnostics import SOURCES, DiagnosticError, render_error
 from irtool.syntax.parser import parse, parse_expr, parse_module
 
 CORPUS = Path(__file__).resolve().parents[2] / "../shared/corpus/tvm-relay"

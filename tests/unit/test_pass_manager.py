@@ -12,7 +12,7 @@ from irtool.ir.types import TensorType
 from irtool.passes import PASS_REGISTRY, list_passes, parse_pipeline, run, run_pipeline
 from irtool.passes.base import ModulePass
 from irtool.passes.manager import convert_option, pipeline_text
-from irtool.syntax.diagnostics import DiagnosticError, render_error
+from irtool.core.diagnostics import DiagnosticError, render_error
 from irtool.syntax.parser import parse
 from irtool.syntax.printer import print_program
 

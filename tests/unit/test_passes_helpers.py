@@ -12,7 +12,7 @@ from irtool.ir.types import TensorType
 from irtool.passes import run
 from irtool.passes.purity import is_pure
 from irtool.passes.substitution import substitute
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse
 
 DEEP = 30000  # well past Python's default recursion limit of 1000

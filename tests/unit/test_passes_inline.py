@@ -11,7 +11,7 @@ from irtool.eval.interpreter import run_function
 from irtool.ir import Call, Function, GlobalVar, IRModule, Let, post_order
 from irtool.passes import run
 from irtool.passes.call_graph import callees_first, cyclic_globals, referenced_globals
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from irtool.analysis.tir_verify import verify_primfunc
-from irtool.ir.span import Span
+from irtool.core.span import Span
 from irtool.ir.tir import (Allocate, AssertStmt, BinaryOp, Broadcast, Buffer, BufferLoad, BufferStore, Call, Cast,
                            Evaluate, FloatImm, For, IfExpr, IfThenElse, IntImm, LetStmt, Not, PrimFunc, Ramp, Select,
                            SeqStmt, Var)
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse, parse_module
 from irtool.syntax.printer import print_module
 from irtool.syntax.tir_builder import parse_primfunc

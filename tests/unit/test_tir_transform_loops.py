@@ -8,12 +8,12 @@ import pytest
 
 from irtool.eval.tir_interp import run_primfunc
 from irtool.ir.module import IRModule
-from irtool.ir.span import Span
+from irtool.core.span import Span
 from irtool.ir.tir import (Allocate, BinaryOp, Broadcast, Buffer, BufferLoad, BufferStore, FloatImm, For, IfThenElse,
                            IntImm, LetStmt, PrimExpr, PrimFunc, Ramp, Var, seq)
 from irtool.ir.tir_equality import tir_structural_equal
 from irtool.passes import parse_pipeline, run
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse_module
 from irtool.tir_transform.flatten import flat_extent, flatten_buffers
 from irtool.tir_transform.loops import reorder, set_kind, split

@@ -14,7 +14,7 @@ from irtool.ir.tir import (AssertStmt, BinaryOp, Broadcast, Buffer, BufferLoad, 
                            Stmt, Var, seq)
 from irtool.ir.tir_equality import tir_structural_equal
 from irtool.passes import parse_pipeline, run
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 from irtool.tir_transform.fold import fold_binary, fold_cast, fold_intrinsic, wrap
 from irtool.tir_transform.simplify import simplify_expr, simplify_primfunc
 

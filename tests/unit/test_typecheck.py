@@ -12,7 +12,7 @@ from irtool.ir import (Any, Call, Constant, Expr, FuncType, Function, GlobalVar,
                        RefType, TensorType, Tuple, TupleType, Type, TypeCall, TypeVar, Var, post_order)
 from irtool.ops import registry
 from irtool.ops.registry import OpDef
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse
 
 HEADER = '#[version = "0.0.5"]\n'

@@ -10,8 +10,8 @@ from irtool.analysis.wellformed import check_well_formed, shared_free_vars
 from irtool.ir import (Call, Clause, Constant, Constructor, Expr, Function, GlobalVar, IRModule, Let, Match, Op,
                        PatternConstructor, PatternVar, TensorType, Tuple, TypeCall, TypeData, TypeVar, Var,
                        post_order)
-from irtool.ir.span import Span
-from irtool.syntax.diagnostics import DiagnosticError
+from irtool.core.span import Span
+from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse
 
 HEADER = '#[version = "0.0.5"]\n'

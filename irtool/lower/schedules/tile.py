@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
-from irtool.codegen.target import TargetOptions
+from irtool.target import TargetOptions
 from irtool.ir.tir import (
     Allocate,
     BinaryOp,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from irtool.ir.span import Span
+from irtool.core.span import Span
 
 
 @dataclass

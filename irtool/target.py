@@ -1,9 +1,11 @@
-"""The machine code is generated for: triple, CPU, features, optimisation level.
+"""The machine code is generated for: triple, CPU, features, optimisation level, threads.
 
-By default the host: its CPU name and features go both on the target machine and on every
-function (`"target-cpu"`/`"target-features"`), because with neither LLVM falls back to SSE2. On
-a CPU with AVX-512, `"prefer-vector-width"="512"` keeps LLVM from stopping at 256-bit vectors.
-Only LLVM's new pass manager exists in llvmlite 0.50 (`default<O1..O3>` pipelines).
+Lowering reads it (the host's vector width picks register tiles) and codegen emits for it, so it
+sits below both. By default the host: its CPU name and features go both on the target machine
+and on every function (`"target-cpu"`/`"target-features"`), because with neither LLVM falls back
+to SSE2. On a CPU with AVX-512, `"prefer-vector-width"="512"` keeps LLVM from stopping at 256-bit
+vectors. llvmlite is imported inside the functions that ask LLVM about the host, so importing
+this module (and lowering) does not load LLVM.
 
 Options other than the host's are checked when `TargetOptions` is made (`check_target`): LLVM
 only warns about an unknown CPU or feature, rejects a malformed feature list late, and aborts the
@@ -18,15 +20,15 @@ import sys
 from dataclasses import dataclass
 from functools import lru_cache
 
-import llvmlite.binding as llvm
-
-from irtool.syntax.diagnostics import DiagnosticError, suggest
+from irtool.core.diagnostics import DiagnosticError, suggest
 
 OPT_LEVELS = range(4)
 
 
 @lru_cache(maxsize=None)
 def initialize() -> None:
+    """LLVM's native target, once per process."""
+    import llvmlite.binding as llvm
     # `llvm.initialize()` raises in llvmlite 0.50; these two are what is needed.
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
@@ -67,6 +69,7 @@ class TargetOptions:
 
     def resolved(self) -> tuple[str, str, str]:
         """(triple, cpu name, feature string)."""
+        import llvmlite.binding as llvm
         initialize()
         triple = self.triple or llvm.get_process_triple()
         if self.cpu == "native":
@@ -127,6 +130,7 @@ def _unknown(kind: str, name: str, known: set[str], triple: str, prefix: str = "
 def check_target(triple: str, cpu: str, features: str) -> None:
     """Refuses (`TargetError`) a triple, CPU or feature string LLVM does not know, or a
     combination it cannot generate code for, before LLVM sees it in this process."""
+    import llvmlite.binding as llvm
     initialize()
     try:
         llvm.Target.from_triple(triple)
@@ -155,33 +159,3 @@ def check_target(triple: str, cpu: str, features: str) -> None:
         why = lines[-1] if lines else f"status {probe.returncode}"
         raise TargetError("cpu", f"LLVM cannot generate code for CPU '{cpu}' with features '{features}' "
                           f"on {triple}: {why}")
-
-
-def target_machine(options: TargetOptions, jit: bool = False) -> llvm.TargetMachine:
-    triple, cpu, features = options.resolved()
-    target = llvm.Target.from_triple(triple)   # checked when the options were made
-    opt = options.opt_level
-    if jit:
-        return target.create_target_machine(cpu=cpu, features=features, opt=opt, jit=True)
-    return target.create_target_machine(cpu=cpu, features=features, opt=opt, reloc="pic", codemodel="default")
-
-
-def parse_and_optimize(ir_text: str, options: TargetOptions, tm: llvm.TargetMachine) -> llvm.ModuleRef:
-    """Parsed, verified and optimised at `options.opt_level`."""
-    initialize()
-    try:
-        mod = llvm.parse_assembly(ir_text)
-        mod.triple = tm.triple
-        mod.data_layout = str(tm.target_data)
-        mod.verify()
-    except RuntimeError as exc:
-        raise DiagnosticError(f"internal codegen error: LLVM rejected the generated IR: {exc}") from None
-    if options.opt_level > 0:
-        pto = llvm.create_pipeline_tuning_options(speed_level=options.opt_level)
-        pto.loop_vectorization = options.opt_level >= 2
-        pto.slp_vectorization = options.opt_level >= 2
-        pto.loop_unrolling = True
-        pto.loop_interleaving = options.opt_level >= 2
-        pb = llvm.create_pass_builder(tm, pto)
-        pb.getModulePassManager().run(mod, pb)
-    return mod
