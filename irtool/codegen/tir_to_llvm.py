@@ -7,7 +7,7 @@ these native differences, documented in docs/codegen.md:
 - out-of-bounds accesses and integer division by zero are not checked (the interpreter reports
   them); division by zero yields an unspecified value instead of trapping;
 - a `vectorized` loop with constant bounds and a straight-line body becomes vector code
-  (`irtool.codegen.vectorize`); other vectorized loops carry `llvm.loop.vectorize.enable` for
+  (`irtool.tir_transform.vectorize`); other vectorized loops carry `llvm.loop.vectorize.enable` for
   LLVM's vectorizer; explicit `ramp`/`broadcast` TIR is vector IR directly; `unrolled` loops
   carry `llvm.loop.unroll.full`; `parallel` loops run on `threads` threads when the module is
   compiled for more than one (`irtool.codegen.parallel`; then the outermost safe loop of each
@@ -28,9 +28,9 @@ from irtool.ir.tir import (Allocate, AssertStmt, BinaryOp, Broadcast, Buffer, Bu
 from irtool.codegen.types import (constant, element_bytes, intrinsic_suffix, is_unsigned, memory_type,
                                   scalar_type, value_type)
 from irtool.codegen.parallel import body_of, emit_parallel_loop, loop_bound
-from irtool.codegen.vectorize import vectorize_loop
 from irtool.core.diagnostics import DiagnosticError
 from irtool.tir_transform.parallel import parallelize
+from irtool.tir_transform.vectorize import vectorize_loop
 
 STATUS_OK = 0
 STATUS_MISALIGNED = 1

@@ -17,6 +17,7 @@ from irtool.ir.tir import PrimFunc
 from irtool.ir.tir_equality import tir_structural_equal, tir_structural_hash
 from irtool.ir.types import TensorType, TupleType
 from irtool.ir.visitor import post_order
+from irtool.lower.rules import compute_rule
 from irtool.lower.primitive import flatten_type, lower_primitive, type_of
 from irtool.ops.registry import get_op
 from irtool.core.diagnostics import DiagnosticError
@@ -29,8 +30,7 @@ MAX_NAME = 80
 def is_kernel_op(name: str) -> bool:
     """Operators with a TIR compute rule become kernels; the others (device placement and
     copies, memory operators) stay Relay calls in the lowered `main`."""
-    op = get_op(name)
-    return op is not None and op.tir_compute is not None
+    return compute_rule(name) is not None
 
 
 class ModuleLowering:

@@ -1,7 +1,7 @@
 """One `Primitive=1` Relay function → one PrimFunc (TVM's LowerTE of one fused group).
 
 Parameters become input buffers (a tuple-typed parameter one buffer per field), then each
-operator's `tir_compute` rule builds a tensor expression, and `te.Builder` turns the result into
+operator's compute rule (`irtool.lower.rules`) builds a tensor expression, and `te.Builder` turns the result into
 loop nests writing the output buffers (destination-passing style: inputs, then outputs).
 """
 
@@ -16,6 +16,7 @@ from irtool.ir.tir import Buffer, PrimFunc
 from irtool.ir.types import TensorType, TupleType, Type
 from irtool.ir.visitor import post_order
 from irtool.lower.errors import LoweringError
+from irtool.lower.rules import compute_rule
 from irtool.lower.te import Builder, Compute, Placeholder, Tensor, imm
 from irtool.ops.registry import get_op
 from irtool.core.diagnostics import DiagnosticError
@@ -142,10 +143,11 @@ def _constant(node: Constant, constants: list[Constant], const_bufs: list[Buffer
 def _lower_call(call: Call, args: list[TEValue]) -> TEValue:
     name = call.op.name  # type: ignore[union-attr]
     op = get_op(name)
-    if op is None or op.tir_compute is None:
+    compute = compute_rule(name)
+    if op is None or compute is None:
         raise DiagnosticError(f"lower: operator `{name}` has no TIR compute rule and cannot be part of a "
                               "primitive function", call.span)
     try:
-        return op.tir_compute(args, op.full_attrs(call.attrs), type_of(call))  # type: ignore[return-value]
+        return compute(args, op.full_attrs(call.attrs), type_of(call))  # type: ignore[return-value]
     except LoweringError as e:
         raise DiagnosticError(f"lower: `{name}` {e}", call.span) from None

@@ -21,7 +21,6 @@ from typing import TypeVar
 
 import numpy as np
 
-from irtool.codegen.vectorize import widen_expr
 from irtool.ir.tir import (
     Allocate,
     BinaryOp,
@@ -45,6 +44,7 @@ from irtool.ir.tir import (
     seq,
     with_lanes,
 )
+from irtool.tir_transform.vectorize import widen_expr
 
 Idx = tuple[PrimExpr, ...]
 _T = TypeVar("_T")

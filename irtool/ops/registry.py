@@ -78,9 +78,6 @@ class OpDef:
     compute: Callable[[list[Value], Mapping[str, AttrValue]], Value] | None = None
     description: str = ""
     extra: dict[str, object] = field(default_factory=dict)
-    # TIR compute rule: (argument tensor expressions, full attributes, result type) -> tensor
-    # expression (irtool.lower.te); declared in irtool/lower/rules/<family>.py.
-    tir_compute: Callable[[list[object], Mapping[str, AttrValue], Type], object] | None = None
 
     def normalize_attrs(self, given: Mapping[str, AttrValue], span: Span | None = None) -> Attrs:
         """Validate call attributes and keep only non-default ones, in schema order.
@@ -124,9 +121,10 @@ _loaded = False
 
 
 def _load_all() -> None:
-    """Import every operator definition module once (they register themselves)."""
+    """Import every operator definition module once (they register themselves). The TIR compute
+    rules are not a facet here: lowering keeps its own table (`irtool.lower.rules.compute_rule`),
+    so the registry, and everything that parses or type checks, never loads lowering."""
     global _loaded
     if not _loaded:
         _loaded = True
         import irtool.ops.definitions  # noqa: F401
-        import irtool.lower.rules  # noqa: F401  (attaches the `tir_compute` facets)

@@ -7,10 +7,16 @@ on `i`, and expressions without vector values of their own or lazily guarded bra
 depend on `i` (`if_then_else` would need masked loads). The caller has already checked that
 iterations touch disjoint elements (`loops.check_independent`), so running statement by
 statement over all lanes equals running iteration by iteration.
+
+This is the one vectorizer. `tir-loops` uses it in full; the code generator and the register
+epilogue of lowering use its *straight-line* policy (`vectorize_loop`, `widen_expr`): bodies of
+stores whose index depends on the loop and `let`s only, no `if_then_else`; other loops keep the
+`vectorized` mark and are left to LLVM's loop vectorizer.
 """
 
 from __future__ import annotations
 
+from irtool.core.span import Span
 from irtool.ir.tir import (BinaryOp, Broadcast, Buffer, BufferLoad, BufferStore, Call, Cast, FloatImm, For, IfExpr,
                            IfThenElse, IntImm, LetStmt, Not, PrimExpr, Ramp, Select, SeqStmt, Stmt, Var, children,
                            lanes_of, seq, with_lanes)
@@ -21,11 +27,16 @@ class NotVectorizable(Exception):
     """The body has a construct that needs lanes it cannot have (the message says which)."""
 
 
+# Loops wider than this stay loops under the straight-line policy (LLVM vectorizes them).
+MAX_LANES = 64
+
+
 class _Vectorizer:
-    def __init__(self, var: Var, begin: IntImm, lanes: int) -> None:
+    def __init__(self, vectors: dict[int, PrimExpr], lanes: int, straight_line: bool = False) -> None:
         self.lanes = lanes
         # Scalar variables that become vectors: the loop variable and lets that depend on it.
-        self.vectors: dict[int, PrimExpr] = {id(var): Ramp(begin, IntImm(1, var.dtype), lanes, var.span)}
+        self.vectors = vectors
+        self.straight_line = straight_line
 
     def is_vector(self, e: PrimExpr) -> bool:
         return lanes_of(e.dtype) > 1
@@ -36,13 +47,21 @@ class _Vectorizer:
     def expr(self, root: PrimExpr) -> PrimExpr:
         """`root` over lanes (the same object when it does not depend on the loop)."""
         results: list[PrimExpr] = []
+        done: dict[int, PrimExpr] = {}   # shared subexpressions stay shared
         todo: list[tuple[PrimExpr, bool]] = [(root, False)]
         while todo:
             node, ready = todo.pop()
             kids = children(node)
+            if not ready and id(node) in done:
+                results.append(done[id(node)])
+                continue
             if not ready:
                 if self.is_vector(node):
                     raise NotVectorizable("the body already computes with vectors")
+                if self.straight_line and isinstance(node, IfExpr):
+                    raise NotVectorizable("`if_then_else` needs masked loads")
+                if self.straight_line and isinstance(node, BufferLoad):
+                    self.check_buffer(node.buffer)
                 if kids:
                     todo.append((node, True))
                     todo.extend((k, False) for k in reversed(kids))
@@ -50,7 +69,8 @@ class _Vectorizer:
             new = results[len(results) - len(kids):] if kids else []
             if kids:
                 del results[len(results) - len(kids):]
-            results.append(self.node(node, new))
+            done[id(node)] = out = self.node(node, new)
+            results.append(out)
         return results[0]
 
     def node(self, node: PrimExpr, kids: list[PrimExpr]) -> PrimExpr:
@@ -89,19 +109,31 @@ class _Vectorizer:
             indices = [self.expr(i) for i in root.indices]
             value = self.expr(root.value)
             if any(self.is_vector(i) for i in indices):
-                self.check_buffer(root.buffer)
+                if not self.straight_line:
+                    self.check_buffer(root.buffer)
                 return BufferStore(root.buffer, indices, self.widen(value), root.span)
+            if self.straight_line:
+                raise NotVectorizable(f"every lane stores to one element of `%{root.buffer.name}`")
             if self.is_vector(value):
                 raise NotVectorizable(f"a store to `%{root.buffer.name}` at an index that does not depend on the "
                                       "loop")
             return BufferStore(root.buffer, indices, value, root.span)
-        if isinstance(root, LetStmt):
-            value = self.expr(root.value)
-            var = root.var
-            if self.is_vector(value):
-                var = Var(var.name, value.dtype, var.span)
-                self.vectors[id(root.var)] = var
-            return LetStmt(var, value, self.stmt(root.body), root.span)
+        if isinstance(root, LetStmt):   # a chain of lets without recursion
+            lets: list[tuple[Var, PrimExpr, Span | None]] = []
+            while isinstance(root, LetStmt):
+                value = self.expr(root.value)
+                var = root.var
+                if self.is_vector(value):
+                    var = Var(var.name, value.dtype, var.span)
+                    self.vectors[id(root.var)] = var
+                lets.append((var, value, root.span))
+                root = root.body
+            body = self.stmt(root)
+            for var, value, span in reversed(lets):
+                body = LetStmt(var, value, body, span)
+            return body
+        if self.straight_line:
+            raise NotVectorizable(f"a {type(root).__name__} statement is not straight-line code")
         if isinstance(root, For):
             begin, end = self.expr(root.begin), self.expr(root.end)
             if self.is_vector(begin) or self.is_vector(end):
@@ -122,4 +154,33 @@ def vectorize_body(loop: For) -> Stmt:
     lanes = loop.end.value - loop.begin.value
     if lanes < 2:
         raise NotVectorizable("the loop has fewer than two iterations")
-    return _Vectorizer(loop.var, loop.begin, lanes).stmt(loop.body)
+    ramp = Ramp(loop.begin, IntImm(1, loop.var.dtype), lanes, loop.var.span)
+    return _Vectorizer({id(loop.var): ramp}, lanes).stmt(loop.body)
+
+
+def vectorize_loop(loop: For) -> Stmt | None:
+    """The straight-line vector form of a `vectorized` loop with literal bounds and at most
+    MAX_LANES iterations (what codegen emits as SIMD code), or None when it stays a loop."""
+    if not (type(loop.begin) is IntImm and type(loop.end) is IntImm):
+        return None
+    lanes = loop.end.value - loop.begin.value
+    if not 1 < lanes <= MAX_LANES:
+        return None
+    ramp = Ramp(loop.begin, IntImm(1, loop.var.dtype), lanes)
+    try:
+        return _Vectorizer({id(loop.var): ramp}, lanes, straight_line=True).stmt(loop.body)
+    except NotVectorizable:
+        return None
+
+
+def widen_expr(expr: PrimExpr, subst: dict[int, PrimExpr]) -> PrimExpr | None:
+    """`expr` with the variables whose ids `subst` maps replaced by (possibly vector) values,
+    scalars broadcast where they meet vectors (a fused epilogue applied to a register tile's
+    vector); None when the expression has no straight-line vector form."""
+    lanes = {lanes_of(v.dtype) for v in subst.values()} - {1}
+    if len(lanes) > 1:
+        return None
+    try:
+        return _Vectorizer(dict(subst), max(lanes, default=1), straight_line=True).expr(expr)
+    except NotVectorizable:
+        return None

@@ -16,7 +16,8 @@ from irtool.ir.expr import Call
 from irtool.ir.tir import PrimFunc
 from irtool.ir.visitor import post_order
 from irtool.lower.module import lower_module
-from irtool.ops import get_op, op_names
+from irtool.lower.rules import compute_rule
+from irtool.ops import op_names
 from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse_module
 
@@ -176,14 +177,14 @@ def test_rule_matches_reference(name: str, text: str, params: dict) -> None:
 
 
 def test_every_rule_has_a_case() -> None:
-    with_rule = {n for n in op_names() if get_op(n).tir_compute is not None}  # type: ignore[union-attr]
+    with_rule = {n for n in op_names() if compute_rule(n) is not None}
     assert with_rule - _REFUSED <= {c[0] for c in CASES}
     assert _REFUSED <= with_rule
 
 
 def test_every_computing_operator_has_a_rule() -> None:
     """Only operators that are not kernels (device placement, memory, calls) lack a rule."""
-    missing = {n for n in op_names() if get_op(n).tir_compute is None}  # type: ignore[union-attr]
+    missing = {n for n in op_names() if compute_rule(n) is None}
     assert missing == {"annotation.stop_fusion", "call_lowered", "device_copy", "memory.alloc_storage",
                        "memory.alloc_tensor", "memory.kill", "on_device"}
 

@@ -1,7 +1,13 @@
-"""TIR compute rules, one module per operator family; importing this package attaches them to
-the registry's `OpDef.tir_compute` (the registry imports it after the definitions)."""
+"""TIR compute rules, one module per operator family; importing this package fills the rule
+table that `compute_rule` reads (lowering owns it: the operator registry knows nothing of TIR)."""
 
-import irtool.ops.definitions  # noqa: F401  (the operators must exist before rules attach to them)
 from irtool.lower.rules import broadcast, elementwise, nn, reduce, transform
+from irtool.lower.rules._rule import RULES, Rule
 
-__all__ = ["broadcast", "elementwise", "nn", "reduce", "transform"]
+
+def compute_rule(name: str) -> Rule | None:
+    """The TIR compute rule of operator `name`, or None when it does not become a kernel."""
+    return RULES.get(name)
+
+
+__all__ = ["Rule", "broadcast", "compute_rule", "elementwise", "nn", "reduce", "transform"]

@@ -1,4 +1,4 @@
-"""Attaching rules to operators, and the helpers every rule module shares."""
+"""The table of TIR compute rules (operator name -> rule), and the helpers every rule module shares."""
 
 from __future__ import annotations
 
@@ -10,18 +10,26 @@ from irtool.ir.expr import AttrValue
 from irtool.ir.tir import PrimExpr
 from irtool.ir.types import TensorType, Type
 from irtool.lower.te import Compute, Element, Idx, Tensor, const
-from irtool.ops.registry import REGISTRY
+from irtool.ops.registry import get_op
 
 Attrs = Mapping[str, AttrValue]
 TEValue = Tensor | tuple
+# A rule: (argument tensor expressions, full attributes, result type) -> tensor expression.
 Rule = Callable[[list, Attrs, Type], TEValue]
+
+# Filled by the `@rule` declarations of the family modules of this package (imported by its
+# `__init__`); read through `irtool.lower.rules.compute_rule`.
+RULES: dict[str, Rule] = {}
 
 
 def rule(*names: str) -> Callable[[Rule], Rule]:
-    """Declares `fn` the TIR compute rule of the named operators."""
+    """Declares `fn` the TIR compute rule of the named operators (which must be registered)."""
     def attach(fn: Rule) -> Rule:
         for name in names:
-            REGISTRY[name].tir_compute = fn
+            if get_op(name) is None or name in RULES:
+                raise ValueError(f"compute rule for {'an unknown' if name not in RULES else 'a second'} "
+                                 f"operator {name}")
+            RULES[name] = fn
         return fn
     return attach
 
