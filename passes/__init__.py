@@ -1,21 +1,15 @@
 """Named passes and the pass manager (installed as `irtool.passes`).
 
-Every module in this package other than `base` and `manager` defines passes; importing the
-package imports them all so that `@register_pass` has filled the registry.
+`catalog.BUILTIN` names every built-in pass and its module; a pass's module is imported when a
+pipeline first names it (or `--list-passes` lists them all).
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
 from irtool.ir.module import IRModule
 from irtool.passes.base import PASS_REGISTRY, ModulePass, register_pass
+from irtool.passes.catalog import get_pass, pass_names
 from irtool.passes.manager import list_passes, parse_pipeline, run_pipeline, verify
-
-for _info in pkgutil.iter_modules(__path__):
-    if _info.name not in ("base", "manager"):
-        importlib.import_module(f"{__name__}.{_info.name}")
 
 
 def run(mod: IRModule, pipeline: str, **kw: object) -> IRModule:
@@ -26,5 +20,5 @@ def run(mod: IRModule, pipeline: str, **kw: object) -> IRModule:
     return run_pipeline(mod, parse_pipeline(pipeline), **kw)  # type: ignore[arg-type]
 
 
-__all__ = ["PASS_REGISTRY", "ModulePass", "list_passes", "parse_pipeline", "register_pass", "run",
-           "run_pipeline", "verify"]
+__all__ = ["PASS_REGISTRY", "ModulePass", "get_pass", "list_passes", "parse_pipeline", "pass_names", "register_pass",
+           "run", "run_pipeline", "verify"]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from irtool.passes.base import ModulePass, register_pass
+from irtool.passes.base import ModulePass
 from irtool.passes.simplify_inference import op_call
 
 from irtool.analysis.typecheck import infer_types
@@ -131,7 +131,6 @@ class BlockedWeights(ExprMutator):
         return new
 
 
-@register_pass
 @dataclasses.dataclass
 class AlterLayoutPass(ModulePass):
     """Blocked weight layouts for the register-tiled conv2d/dense schedules."""

@@ -17,7 +17,7 @@ import numpy as np
 from irtool.ir.expr import Constant, Expr, Function, Var
 from irtool.ir.module import IRModule
 from irtool.ir.types import TensorType, type_to_text
-from irtool.passes.base import ModulePass, register_pass
+from irtool.passes.base import ModulePass
 from irtool.passes.substitution import substitute
 from irtool.core.diagnostics import DiagnosticError, suggest
 
@@ -71,7 +71,6 @@ def bind_params(func: Function, params: dict[str, np.ndarray], allow_unknown: bo
     return Function(kept, body, func.ret_type, func.type_params, func.attrs, func.span)
 
 
-@register_pass
 @dataclasses.dataclass
 class BindParamsPass(ModulePass):
     """Parameters of `entry` named in `file` become constants; the others stay parameters."""

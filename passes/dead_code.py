@@ -7,7 +7,7 @@ import dataclasses
 from irtool.ir.expr import Expr, Function, Let, Match, Var
 from irtool.ir.module import IRModule
 from irtool.ir.visitor import ExprMutator
-from irtool.passes.base import ModulePass, register_pass
+from irtool.passes.base import ModulePass
 from irtool.passes.call_graph import referenced_globals
 from irtool.passes.purity import Purity
 from irtool.core.diagnostics import DiagnosticError, suggest
@@ -82,7 +82,6 @@ def reachable_globals(mod: IRModule, roots: set[str]) -> set[str]:
     return reached
 
 
-@register_pass
 @dataclasses.dataclass
 class DeadCodePass(ModulePass):
     """Unused pure `let`s go; so do globals no entry point can reach.

@@ -14,7 +14,7 @@ import dataclasses
 from irtool.ir.expr import Call, Constant, Expr, Function, If, Let, Match, Op, Tuple, TupleGetItem
 from irtool.ir.module import IRModule
 from irtool.ir.visitor import ExprMutator
-from irtool.passes.base import ModulePass, register_pass
+from irtool.passes.base import ModulePass
 
 
 def scope_ids(root: Expr) -> dict[int, int]:
@@ -84,7 +84,6 @@ class _CSE(ExprMutator):
         return self._share(node, rebuilt, ("get", rebuilt.index, id(rebuilt.tuple_value)))
 
 
-@register_pass
 @dataclasses.dataclass
 class EliminateCommonSubexprPass(ModulePass):
     """Merge identical operator calls, tuples and projections within each scope."""

@@ -21,7 +21,7 @@ from irtool.ir.expr import Call, Constant, Expr, Function, If, Let, Op, Tuple, T
 from irtool.ir.module import IRModule
 from irtool.ir.visitor import post_order
 from irtool.ops.registry import get_op
-from irtool.passes.base import ModulePass, register_pass
+from irtool.passes.base import ModulePass
 from irtool.passes.substitution import LetSubstMutator
 from irtool.core.diagnostics import DiagnosticError
 
@@ -119,7 +119,6 @@ def _inside_primitive(func: Function) -> set[int]:
     return out
 
 
-@register_pass
 @dataclasses.dataclass
 class FoldConstantPass(ModulePass):
     """Compile-time evaluation of everything that does not depend on inputs."""

@@ -31,7 +31,7 @@ from irtool.ir.types import Type
 from irtool.ir.visitor import ExprMutator
 from irtool.lower.primitive import type_of
 from irtool.ops.registry import get_op
-from irtool.passes.base import ModulePass, register_pass
+from irtool.passes.base import ModulePass
 from irtool.core.diagnostics import DiagnosticError
 
 PathCondition = Callable[[int, bool], bool]
@@ -264,9 +264,8 @@ def fuse_function(fn: Function, max_depth: int = 256, opt_level: int = 2) -> Fun
     return out
 
 
-@register_pass
 @dataclass
-class FuseOps(ModulePass):
+class FuseOpsPass(ModulePass):
     """TVM's FuseOps: operators become calls of `Primitive=1` functions, one per fused group."""
 
     name: ClassVar[str] = "fuse-ops"

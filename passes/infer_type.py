@@ -9,7 +9,7 @@ from irtool.ir.expr import Expr, Function, Var
 from irtool.ir.module import IRModule
 from irtool.ir.types import IncompleteType, Type
 from irtool.ir.visitor import ExprMutator
-from irtool.passes.base import ModulePass, register_pass
+from irtool.passes.base import ModulePass
 
 
 def _missing(t: Type | None) -> bool:
@@ -38,7 +38,6 @@ class _Annotate(ExprMutator):
         return out
 
 
-@register_pass
 @dataclasses.dataclass
 class InferTypePass(ModulePass):
     """Fill in every expression's type (shown by `--print-types`); `annotate=true` also writes

@@ -19,7 +19,7 @@ import dataclasses
 from irtool.ir.expr import Call, Expr, Function, GlobalVar, Let
 from irtool.ir.module import IRModule
 from irtool.ir.visitor import ExprMutator, post_order
-from irtool.passes.base import ModulePass, register_pass
+from irtool.passes.base import ModulePass
 from irtool.passes.call_graph import callees_first, cyclic_globals, referenced_globals
 from irtool.passes.substitution import LetSubstMutator, copy_function, substitute
 from irtool.core.diagnostics import DiagnosticError
@@ -77,7 +77,6 @@ class _Inliner(ExprMutator):
         return substitute(callee.body, dict(zip(callee.params, args)))
 
 
-@register_pass
 @dataclasses.dataclass
 class InlinePass(ModulePass):
     """TVM's global-function inliner, plus whole-program inlining and beta reduction on request."""

@@ -12,12 +12,11 @@ from typing import ClassVar
 
 from irtool.ir.module import IRModule
 from irtool.lower.module import lower_module
-from irtool.passes.base import ModulePass, register_pass
+from irtool.passes.base import ModulePass
 
 
-@register_pass
 @dataclass
-class Lower(ModulePass):
+class LowerPass(ModulePass):
     name: ClassVar[str] = "lower"
     description: ClassVar[str] = "lower primitive functions to TIR primfns; main becomes call_lowered steps"
 

@@ -15,10 +15,13 @@ import typing
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple, TextIO
 
-from irtool.ir.module import IRModule
+from irtool.analysis.typecheck import infer_types
+from irtool.analysis.wellformed import check_well_formed
+from irtool.ir.module import IRModule, Program
 from irtool.core.span import Span
 from irtool.core.diagnostics import SOURCES, DiagnosticError, suggest
-from irtool.passes.base import PASS_REGISTRY, ModulePass
+from irtool.passes.base import ModulePass
+from irtool.passes.catalog import get_pass, pass_names
 
 PIPELINE_SOURCE = "<pipeline>"
 
@@ -166,7 +169,7 @@ def parse_pipeline(text: str) -> list[ModulePass]:
         name, start = scanner.word(",{}")
         if not name:
             raise scanner.error("expected a pass name", scanner.pos, scanner.pos + 1)
-        cls = PASS_REGISTRY.get(name)
+        cls = get_pass(name)
         if cls is None:
             raise scanner.error(_unknown_pass_message(name), start, start + len(name))
         options: dict[str, object] = {}
@@ -182,7 +185,7 @@ def parse_pipeline(text: str) -> list[ModulePass]:
 
 
 def _unknown_pass_message(name: str) -> str:
-    hint = suggest(name, set(PASS_REGISTRY))
+    hint = suggest(name, set(pass_names()))
     return f"unknown pass `{name}`" + (f"; did you mean `{hint}`?" if hint else "")
 
 
@@ -275,21 +278,23 @@ def option_value_text(value: object) -> str:
 # Running
 
 
-def verify(mod: IRModule) -> None:
-    """Raise `DiagnosticError` unless the module is well formed and type checks."""
-    from irtool.analysis.typecheck import infer_types
-    from irtool.analysis.wellformed import check_well_formed
-    check_well_formed(mod)
-    infer_types(mod)
-    from irtool.passes.verify_memory_plan import check_memory_plan
-    check_memory_plan(mod)  # only when `main` carries a memory plan (plan-memory)
+def verify(prog: Program) -> None:
+    """Raise `DiagnosticError` unless the program is well formed and type checks (which also
+    records every expression's type), and a module's memory plan, if `main` has one, is valid.
+    The one input check: `irtool-opt` and the pipeline's verify-each both use it."""
+    check_well_formed(prog)
+    infer_types(prog)
+    if isinstance(prog, IRModule):
+        from irtool.passes.verify_memory_plan import check_memory_plan
+        check_memory_plan(prog)  # only when `main` carries a memory plan (plan-memory)
 
 
 def list_passes() -> list[tuple[str, str, list[PassOption]]]:
     """(name, one-line description, options) of every registered pass, sorted by name."""
     out = []
-    for name in sorted(PASS_REGISTRY):
-        cls = PASS_REGISTRY[name]
+    for name in pass_names():
+        cls = get_pass(name)
+        assert cls is not None
         hints = _option_types(cls)
         opts = [PassOption(f.name.replace("_", "-"), type_text(hints[f.name]),
                            f.default if f.default is not dataclasses.MISSING else None)
@@ -301,7 +306,7 @@ def list_passes() -> list[tuple[str, str, list[PassOption]]]:
 def _check_pass_names(names: Iterable[str], flag: str) -> set[str]:
     wanted = set(names)
     for name in sorted(wanted):
-        if name not in PASS_REGISTRY:
+        if get_pass(name) is None:
             raise DiagnosticError(f"{flag}: {_unknown_pass_message(name)}")
     return wanted
 

@@ -16,7 +16,7 @@ from irtool.ir.expr import (Call, Constant, Expr, Function, GlobalVar, If, Let, 
                             RefWrite, Tuple, TupleGetItem, Var)
 from irtool.ir.module import IRModule
 from irtool.ir.visitor import use_counts
-from irtool.passes.base import ModulePass, register_pass
+from irtool.passes.base import ModulePass
 from irtool.passes.purity import Purity
 from irtool.passes.substitution import LetSubstMutator, value_first_order
 
@@ -174,7 +174,6 @@ def to_graph_normal_form(func: Function) -> Function:
     return out
 
 
-@register_pass
 @dataclasses.dataclass
 class ToANormalFormPass(ModulePass):
     """Every computation let-bound, in the innermost scope that holds all of its uses."""
@@ -189,7 +188,6 @@ class ToANormalFormPass(ModulePass):
         return out
 
 
-@register_pass
 @dataclasses.dataclass
 class ToGraphNormalFormPass(ModulePass):
     """Pure lets become shared dataflow nodes (`%N = ...;` in the text)."""

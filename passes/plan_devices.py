@@ -19,7 +19,7 @@ from irtool.analysis.typecheck import infer_types
 from irtool.ir.expr import AttrValue, Call, Expr, Function, Op, Var
 from irtool.ir.module import IRModule
 from irtool.ir.visitor import ExprMutator
-from irtool.passes.base import ModulePass, register_pass
+from irtool.passes.base import ModulePass
 
 
 class _Place(ExprMutator):
@@ -36,9 +36,8 @@ class _Place(ExprMutator):
         return new
 
 
-@register_pass
 @dataclass
-class PlanDevices(ModulePass):
+class PlanDevicesPass(ModulePass):
     name: ClassVar[str] = "plan-devices"
     description: ClassVar[str] = "infer the device of every value of main from on_device/device_copy"
 

@@ -18,13 +18,12 @@ from irtool.analysis.liveness import compute_liveness
 from irtool.analysis.memory_plan import PLANNERS, annotate, plan_memory
 from irtool.analysis.typecheck import infer_types
 from irtool.ir.module import IRModule
-from irtool.passes.base import ModulePass, register_pass
+from irtool.passes.base import ModulePass
 from irtool.core.diagnostics import DiagnosticError, suggest
 
 
-@register_pass
 @dataclass
-class PlanMemory(ModulePass):
+class PlanMemoryPass(ModulePass):
     name: ClassVar[str] = "plan-memory"
     description: ClassVar[str] = "liveness-based static memory plan of main (greedy-by-size, greedy-best, tvm-greedy, none)"
 

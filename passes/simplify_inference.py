@@ -21,7 +21,7 @@ from irtool.core.span import Span
 from irtool.ir.types import TensorType
 from irtool.ir.visitor import ExprMutator, post_order
 from irtool.ops.registry import get_op
-from irtool.passes.base import ModulePass, register_pass
+from irtool.passes.base import ModulePass
 
 
 def op_call(name: str, args: list[Expr], span: Span | None, **attrs: object) -> Call:
@@ -82,7 +82,6 @@ def _untyped_rule_input(func: Function) -> bool:
                and n.args[0].checked_type is None for n in post_order(func))
 
 
-@register_pass
 @dataclasses.dataclass
 class SimplifyInferencePass(ModulePass):
     """Batch norm to multiply/add and dropout to identity, for inference."""

@@ -8,14 +8,13 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from irtool.ir.module import IRModule
-from irtool.passes.base import ModulePass, register_pass
+from irtool.passes.base import ModulePass
 from irtool.tir_transform.flatten import flatten_buffers
 from irtool.tir_transform.module import called_from_relay, located_as, map_primfuncs
 
 
-@register_pass
 @dataclass
-class TirFlattenBuffers(ModulePass):
+class TirFlattenBuffersPass(ModulePass):
     name: ClassVar[str] = "tir-flatten-buffers"
     description: ClassVar[str] = "flatten multi-dimensional TIR buffers to 1-d with strided linear indices"
 

@@ -1,5 +1,6 @@
 """Loop transformations on primfns, by loop-variable name: `tir-split{loop=i,factor=16}`,
-`tir-reorder{loops=i,j}`, `tir-vectorize{loop=i}`, `tir-unroll{loop=i}`, `tir-parallel{loop=i}`.
+`tir-reorder{loops=i,j}`, `tir-vectorize{loop=i}`, `tir-unroll{loop=i}`, `tir-parallelize{loop=i}` (without
+`loop`, `tir-parallelize` chooses the loops itself).
 `function=f` restricts a pass to `@f`; otherwise it applies to every primfn that has the loop(s)
 and fails if none has them. Errors name the pass (`tir-reorder: cannot reorder ...`) and point at
 the loop. The transformations themselves are in `irtool.tir_transform.loops`."""
@@ -11,10 +12,11 @@ from typing import ClassVar
 
 from irtool.ir.module import IRModule
 from irtool.ir.tir import PrimFunc
-from irtool.passes.base import ModulePass, register_pass
+from irtool.passes.base import ModulePass
 from irtool.core.diagnostics import DiagnosticError
 from irtool.tir_transform.loops import loop_names, reorder, set_kind, split
 from irtool.tir_transform.module import located_as, map_primfuncs, primfunc_names
+from irtool.tir_transform.parallel import MIN_WORK, parallelize
 
 
 @dataclass
@@ -46,9 +48,8 @@ class _LoopPass(ModulePass):
             return out
 
 
-@register_pass
 @dataclass
-class TirSplit(_LoopPass):
+class TirSplitPass(_LoopPass):
     """Outer loop `%i_outer`, inner `%i_inner`; a non-dividing factor guards the body, or with
     `tail` leaves the remaining iterations to a copy of the original loop."""
 
@@ -66,9 +67,8 @@ class TirSplit(_LoopPass):
         return split(func, name, self.loop, self.factor, self.tail)
 
 
-@register_pass
 @dataclass
-class TirReorder(_LoopPass):
+class TirReorderPass(_LoopPass):
     name: ClassVar[str] = "tir-reorder"
     description: ClassVar[str] = "reorder perfectly nested loops into the given order"
 
@@ -98,9 +98,8 @@ class _SetKind(_LoopPass):
         return False
 
 
-@register_pass
 @dataclass
-class TirVectorize(_SetKind):
+class TirVectorizePass(_SetKind):
     """With `explicit` (the default), a loop whose body has a vector form is replaced by it
     (ramps and broadcasts); otherwise, or when it has none, the loop is marked `vectorized`."""
 
@@ -113,17 +112,28 @@ class TirVectorize(_SetKind):
         return self.explicit
 
 
-@register_pass
 @dataclass
-class TirUnroll(_SetKind):
+class TirUnrollPass(_SetKind):
     name: ClassVar[str] = "tir-unroll"
     description: ClassVar[str] = "mark a loop unrolled"
     kind: ClassVar[str] = "unrolled"
 
 
-@register_pass
 @dataclass
-class TirParallel(_SetKind):
-    name: ClassVar[str] = "tir-parallel"
-    description: ClassVar[str] = "mark a loop with independent iterations parallel"
+class TirParallelizePass(_SetKind):
+    """With `loop`, marks that loop `parallel` (refused unless its iterations are disjoint);
+    without, marks the outermost disjoint loop of each primfn nest that has at least `min_work`
+    innermost statement runs (`irtool.tir_transform.parallel`; the build driver applies the same
+    choice when it compiles for more than one thread)."""
+
+    name: ClassVar[str] = "tir-parallelize"
+    description: ClassVar[str] = ("mark a loop parallel (`loop=i`, checked), or else the outermost safe loop of "
+                                  "each primfn nest with enough work")
     kind: ClassVar[str] = "parallel"
+    min_work: int = MIN_WORK
+
+    def apply(self, mod: IRModule) -> IRModule:
+        if self.loop:
+            return super().apply(mod)
+        with located_as(self.name):
+            return map_primfuncs(mod, lambda _, f: parallelize(f, self.min_work), self.function)

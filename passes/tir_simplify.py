@@ -7,14 +7,13 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from irtool.ir.module import IRModule
-from irtool.passes.base import ModulePass, register_pass
+from irtool.passes.base import ModulePass
 from irtool.tir_transform.module import located_as, map_primfuncs
 from irtool.tir_transform.simplify import simplify_primfunc
 
 
-@register_pass
 @dataclass
-class TirSimplify(ModulePass):
+class TirSimplifyPass(ModulePass):
     name: ClassVar[str] = "tir-simplify"
     description: ClassVar[str] = "fold constants, apply exact identities, drop trivial loops, branches and lets in primfns"
 

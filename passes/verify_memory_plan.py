@@ -19,7 +19,7 @@ from irtool.analysis.liveness import ALIAS, CALL, Liveness, PlannedTensor, devic
 from irtool.analysis.memory_plan import INPUT, PLAN_ALGORITHM, MemoryPlan, concat_parents, plan_liveness, read_plan
 from irtool.analysis.typecheck import infer_types
 from irtool.ir.module import IRModule
-from irtool.passes.base import ModulePass, register_pass
+from irtool.passes.base import ModulePass
 from irtool.core.diagnostics import Diagnostic, DiagnosticError
 
 
@@ -132,9 +132,8 @@ def check_memory_plan(mod: IRModule, entry: str = "main") -> bool:
     return True
 
 
-@register_pass
 @dataclass
-class VerifyMemoryPlan(ModulePass):
+class VerifyMemoryPlanPass(ModulePass):
     name: ClassVar[str] = "verify-memory-plan"
     description: ClassVar[str] = "check the memory plan on main: no live overlap, fits, aligned, per device"
 

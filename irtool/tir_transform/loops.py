@@ -5,25 +5,18 @@ the same axis of several stages). A missing loop, a nest that is not perfect, bo
 depend on a loop moved inside them, or an order the dependence check cannot prove safe are
 located `DiagnosticError`s.
 
-Dependences: reordering or marking a loop parallel/vectorized is allowed when every buffer the
-nest writes is accessed (loaded and stored) at one and the same index tuple throughout the
-nest body. The loops whose variable is a whole dimension of that tuple are the ones that pick
-*which* element is touched; iterations touching one element differ only in the other loops, so
-the change is safe if it keeps those other loops in their relative order (for parallel and
-vectorize: if the loop itself picks the element). This covers elementwise nests and reductions
-(`%C[i, j] = %C[i, j] + ...` may swap `i` and `j`, and the reduction loop may move as long as
-it stays in order among the non-spatial loops).
+Which reorders and loop kinds are safe is decided by `irtool.tir_transform.dependence`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from irtool.ir.tir import (Allocate, BinaryOp, Buffer, BufferLoad, BufferStore, FloatImm, For, IfThenElse, IntImm,
-                           LetStmt, PrimExpr, PrimFunc, Stmt, Var, children, seq)
+from irtool.ir.tir import BinaryOp, FloatImm, For, IfThenElse, IntImm, LetStmt, PrimExpr, PrimFunc, Stmt, Var, seq
 from irtool.core.diagnostics import DiagnosticError
 from irtool.tir_transform.fold import int_range
-from irtool.tir_transform.mutator import TirRewriter, fresh_copy, stmt_parts, walk_exprs, walk_stmts
+from irtool.tir_transform.dependence import element_pickers, iterations_disjoint
+from irtool.tir_transform.mutator import TirRewriter, fresh_copy, walk_exprs, walk_stmts
 from irtool.tir_transform.simplify import simplify_expr
 from irtool.tir_transform.vectorize import NotVectorizable, vectorize_body
 
@@ -123,73 +116,6 @@ def split(func: PrimFunc, fname: str, loop: str, factor: int, tail: bool = False
     return _edit_loops(func, fname, loop, lambda node: split_loop(node, factor, tail))
 
 
-# ---- dependence check ------------------------------------------------------------------------------
-
-def _expr_key(expr: PrimExpr) -> tuple[object, ...]:
-    """A hashable key equal for structurally identical expressions over the same variables."""
-    out: list[object] = []
-    for node in walk_exprs([expr]):
-        if isinstance(node, (Var, Buffer)):
-            out.append(id(node))
-        elif isinstance(node, IntImm):
-            out.append(("int", node.dtype, node.value))
-        elif isinstance(node, FloatImm):
-            out.append(("float", node.dtype, node.value.hex()))
-        else:
-            out.append((type(node).__name__, node.dtype, getattr(node, "op", None), getattr(node, "name", None),
-                        getattr(node, "lanes", None), id(getattr(node, "buffer", None)), len(children(node))))
-    return tuple(out)
-
-
-def element_pickers(body: Stmt, loop_vars: list[Var]) -> tuple[list[tuple[Buffer, set[int]]], str | None]:
-    """For each buffer `body` writes (not allocated inside it): the ids of the `loop_vars` that are
-    a whole dimension of its one index tuple; or a reason why the accesses are not analysable."""
-    local: set[int] = set()
-    accesses: dict[int, list[tuple[Buffer, tuple[PrimExpr, ...]]]] = {}
-    written: dict[int, Buffer] = {}
-    for stmt in walk_stmts(body):
-        if isinstance(stmt, Allocate):
-            local.add(id(stmt.buffer))
-        if isinstance(stmt, BufferStore):
-            written[id(stmt.buffer)] = stmt.buffer
-            accesses.setdefault(id(stmt.buffer), []).append((stmt.buffer, stmt.indices))
-        for node in walk_exprs(stmt_parts(stmt)[0]):
-            if isinstance(node, BufferLoad):
-                accesses.setdefault(id(node.buffer), []).append((node.buffer, node.indices))
-    var_ids = {id(v) for v in loop_vars}
-    region = var_ids | {id(s.var) for s in walk_stmts(body) if isinstance(s, (For, LetStmt))}
-    out: list[tuple[Buffer, set[int]]] = []
-    for key, buf in written.items():
-        if key in local:
-            continue
-        tuples = {tuple(_expr_key(i) for i in indices) for _, indices in accesses[key]}
-        if len(tuples) != 1:
-            return [], f"`%{buf.name}` is accessed at different indices"
-        indices = next(idx for _, idx in accesses[key])
-        picked = {id(v) for v in (_offset_var(i, region) for i in indices) if v is not None and id(v) in var_ids}
-        out.append((buf, picked))
-    return out, None
-
-
-def _offset_var(index: PrimExpr, region: set[int]) -> Var | None:
-    """`v` when the index is `v` plus or minus terms that are the same on every iteration of the
-    region (no loads, no variable bound in it): then the index is a one-to-one function of `v`."""
-    node, others = index, []
-    while type(node) is BinaryOp and node.op in ("add", "sub"):
-        a_has = any(type(n) is Var and id(n) in region for n in walk_exprs([node.a]))
-        if node.op == "add" and not a_has:
-            node, other = node.b, node.a
-        else:
-            node, other = node.a, node.b
-        others.append(other)
-    if type(node) is not Var or id(node) not in region:
-        return None
-    for n in walk_exprs(others):
-        if type(n) is BufferLoad or (type(n) is Var and id(n) in region):
-            return None
-    return node
-
-
 # ---- reorder ---------------------------------------------------------------------------------------
 
 def _free_var_ids(exprs: tuple[PrimExpr, ...]) -> set[int]:
@@ -272,16 +198,6 @@ def reorder(func: PrimFunc, fname: str, names: list[str]) -> PrimFunc:
 
 # ---- loop kinds ------------------------------------------------------------------------------------
 
-def check_independent(loop: For, what: str) -> None:
-    """Raises unless distinct iterations of `loop` touch distinct elements of what they write."""
-    pickers, problem = element_pickers(loop.body, [loop.var])
-    if problem is None:
-        problem = next((f"every iteration updates the same elements of `%{buf.name}`" for buf, picks in pickers
-                        if id(loop.var) not in picks), None)
-    if problem is not None:
-        raise DiagnosticError(f"cannot {what} loop `%{loop.var.name}`: {problem}", loop.span)
-
-
 def set_kind(func: PrimFunc, fname: str, loop: str, kind: str, lower: bool = False) -> PrimFunc:
     """Marks loops `serial`, `parallel`, `vectorized` or `unrolled` (checked for legality). With
     `lower`, a vectorized loop whose body has a vector form becomes that form (`vectorize.py`);
@@ -292,7 +208,10 @@ def set_kind(func: PrimFunc, fname: str, loop: str, kind: str, lower: bool = Fal
             raise DiagnosticError(f"cannot vectorize loop `%{node.var.name}`: its extent is not a constant "
                                   "(split it by the vector width first)", node.span)
         if kind in ("parallel", "vectorized"):
-            check_independent(node, "parallelize" if kind == "parallel" else "vectorize")
+            problem = iterations_disjoint(node)
+            if problem is not None:
+                what = "parallelize" if kind == "parallel" else "vectorize"
+                raise DiagnosticError(f"cannot {what} loop `%{node.var.name}`: {problem}", node.span)
         if kind == "vectorized" and lower:
             try:
                 return vectorize_body(node)

@@ -5,7 +5,7 @@ rest broadcast where they meet (codegen maps that to SIMD instructions directly)
 It applies when the body is stores, `let`s, inner loops and `if`s whose conditions do not depend
 on `i`, and expressions without vector values of their own or lazily guarded branches that
 depend on `i` (`if_then_else` would need masked loads). The caller has already checked that
-iterations touch disjoint elements (`loops.check_independent`), so running statement by
+iterations touch disjoint elements (`dependence.iterations_disjoint`), so running statement by
 statement over all lanes equals running iteration by iteration.
 
 This is the one vectorizer. `tir-loops` uses it in full; the code generator and the register

@@ -22,6 +22,7 @@ from irtool.core.span import Span
 from irtool.core.diagnostics import SOURCES, DiagnosticError
 from irtool.syntax.parser import parse
 from irtool.syntax.printer import print_program
+from irtool.passes.manager import run_pipeline, verify
 from irtool.tools import verify_diagnostics
 from irtool.tools.common import (EXIT_ERROR, EXIT_OK, parse_args, read_source, replace_file, report, run_tool,
                                  write_output)
@@ -54,18 +55,6 @@ class OptOptions:
     memory_timeline: str | None = None  # a PNG of the arena (offset against step), needs matplotlib
 
 
-def verify(prog: Program) -> None:
-    """Well-formedness, then type inference (which also records every expression's type).
-
-    The same check as `irtool.passes.manager.verify`, without importing every pass when no pass
-    runs (and it accepts lone expressions too).
-    """
-    from irtool.analysis.typecheck import infer_types
-    from irtool.analysis.wellformed import check_well_formed
-    check_well_formed(prog)
-    infer_types(prog)
-
-
 def process(text: str, source_name: str, options: OptOptions, line_offset: int = 0) -> str:
     """Parse → verify → passes → print for one program; errors are `DiagnosticError`s."""
     prog = parse(text, source_name=source_name, line_offset=line_offset)
@@ -77,7 +66,6 @@ def process(text: str, source_name: str, options: OptOptions, line_offset: int =
                                   "but this input is a single expression", span)
         if options.verify and not options.verify_each:
             verify(prog)
-        from irtool.passes.manager import run_pipeline
         prog = run_pipeline(prog, options.passes, verify_each=options.verify_each,
                             print_ir_before=options.print_ir_before, print_ir_after=options.print_ir_after,
                             print_ir_after_all=options.print_ir_after_all, timing=options.timing,

@@ -24,8 +24,8 @@ from irtool.ir import (Attrs, Call, Constant, Expr, Function, If, IRModule, Let,
                        RefWrite, TensorType, Tuple, TupleGetItem, Var, free_vars, post_order, structural_equal)
 from irtool.eval.interpreter import run_function
 from irtool.ops.registry import get_op
-from irtool.passes.base import PASS_REGISTRY
-from irtool.passes.fuse_ops import FuseOps, fuse_function
+from irtool.passes.catalog import get_pass
+from irtool.passes.fuse_ops import FuseOpsPass, fuse_function
 from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse_module
 from irtool.syntax.printer import print_module
@@ -54,7 +54,7 @@ def module(params: list[Var], body: Expr) -> IRModule:
 
 
 def fuse(mod: IRModule, **options: int) -> IRModule:
-    out = FuseOps(**options).apply(mod)
+    out = FuseOpsPass(**options).apply(mod)
     infer_types(out)  # the result must type-check
     return out
 
@@ -498,15 +498,15 @@ def test_large_chain_is_iterative() -> None:
 
 
 def test_registered_with_options() -> None:
-    cls = PASS_REGISTRY["fuse-ops"]
-    assert cls is FuseOps
+    cls = get_pass("fuse-ops")
+    assert cls is FuseOpsPass
     assert {f.name: f.default for f in cls.options()} == {"max_depth": 256, "opt_level": 2}
 
 
 def test_bad_options_are_diagnostics() -> None:
     x = var("x", (2,))
     with pytest.raises(DiagnosticError, match="max-depth"):
-        FuseOps(max_depth=0).apply(module([x], op("exp", x)))
+        FuseOpsPass(max_depth=0).apply(module([x], op("exp", x)))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ from irtool.ir.tir import For, PrimFunc
 from irtool.passes import run
 from irtool.syntax.parser import parse_module
 from irtool.tir_transform.mutator import walk_stmts
-from irtool.tir_transform.parallel import choose_parallel_loops, parallel_problem, parallelize
+from irtool.tir_transform.dependence import iterations_disjoint
+from irtool.tir_transform.parallel import choose_parallel_loops, parallelize
 
 
 def kernel(body: str, params: str = "%a: Buffer[(64, 32), float32], %out: Buffer[(64, 32), float32]") -> PrimFunc:
@@ -37,8 +38,8 @@ ELEMENTWISE = """
 
 def test_elementwise_outer_loop_is_chosen() -> None:
     func = kernel(ELEMENTWISE)
-    assert parallel_problem(loop(func, "i")) is None
-    assert parallel_problem(loop(func, "j")) is None
+    assert iterations_disjoint(loop(func, "i")) is None
+    assert iterations_disjoint(loop(func, "j")) is None
     assert parallel_names(parallelize(func, min_work=1)) == ["i"]   # the outermost one only
 
 
@@ -49,8 +50,8 @@ def test_a_reduction_over_the_loop_is_refused() -> None:
       %out[0, %j] = %out[0, %j] + %a[%i, %j];
     }
   }""")
-    assert "same elements of `%out`" in parallel_problem(loop(func, "i"))  # type: ignore[operator]
-    assert parallel_problem(loop(func, "j")) is None
+    assert "same elements of `%out`" in iterations_disjoint(loop(func, "i"))  # type: ignore[operator]
+    assert iterations_disjoint(loop(func, "j")) is None
     # The outer loop is a reduction with 64 iterations: nothing inside it is started per iteration.
     assert parallel_names(parallelize(func, min_work=1)) == []
 
@@ -87,7 +88,7 @@ def test_a_shared_accumulator_outside_the_loop_is_refused() -> None:
       %out[%i, 0] = %acc[0] * 2f;
     }
   }""")
-    assert "`%acc`" in parallel_problem(loop(func, "i"))  # type: ignore[operator]
+    assert "`%acc`" in iterations_disjoint(loop(func, "i"))  # type: ignore[operator]
     assert parallel_names(parallelize(func, min_work=1)) == []
 
 
@@ -98,8 +99,8 @@ def test_reading_a_neighbour_row_that_another_iteration_writes_is_refused() -> N
       %out[%i + 1, %j] = %out[%i, %j] + %a[%i, %j];
     }
   }""")
-    assert parallel_problem(loop(func, "i")) is not None
-    assert parallel_problem(loop(func, "j")) is None     # columns stay independent
+    assert iterations_disjoint(loop(func, "i")) is not None
+    assert iterations_disjoint(loop(func, "j")) is None     # columns stay independent
 
 
 def test_a_register_tile_storing_several_rows_per_iteration_is_chosen() -> None:
@@ -113,8 +114,8 @@ def test_a_register_tile_storing_several_rows_per_iteration_is_chosen() -> None:
       %out[%mo * 4 + 3, ramp(%no * 16, 1, 16)] = %a[%mo * 4 + 3, ramp(%no * 16, 1, 16)];
     }
   }""")
-    assert parallel_problem(loop(func, "mo")) is None
-    assert parallel_problem(loop(func, "no")) is None     # separated by the lanes' column block
+    assert iterations_disjoint(loop(func, "mo")) is None
+    assert iterations_disjoint(loop(func, "no")) is None     # separated by the lanes' column block
 
 
 def test_overlapping_tiles_are_refused() -> None:
@@ -124,7 +125,7 @@ def test_overlapping_tiles_are_refused() -> None:
     %out[%mo * 3, 0] = %a[0, 0];
     %out[%mo * 3 + 3, 0] = %a[0, 1];
   }""")
-    assert parallel_problem(loop(func, "mo")) is not None
+    assert iterations_disjoint(loop(func, "mo")) is not None
 
 
 def test_a_flattened_pixel_index_counts_as_one_dimension() -> None:
@@ -135,7 +136,7 @@ def test_a_flattened_pixel_index_counts_as_one_dimension() -> None:
       %out[floordiv(%s * 32 + %k, 32), floormod(%s * 32 + %k, 32)] = %a[0, %k];
     }
   }""")
-    assert parallel_problem(loop(func, "s")) is None
+    assert iterations_disjoint(loop(func, "s")) is None
     # A stride smaller than the tile: pixels of neighbouring iterations overlap.
     func = kernel("""
   for %s in range(0, 64) {
@@ -143,7 +144,7 @@ def test_a_flattened_pixel_index_counts_as_one_dimension() -> None:
       %out[floordiv(%s * 16 + %k, 32), floormod(%s * 16 + %k, 32)] = %a[0, %k];
     }
   }""")
-    assert parallel_problem(loop(func, "s")) is not None
+    assert iterations_disjoint(loop(func, "s")) is not None
 
 
 def test_weight_packing_into_channel_blocks_is_chosen() -> None:
@@ -154,14 +155,14 @@ def test_weight_packing_into_channel_blocks_is_chosen() -> None:
       %p[floordiv(%o, 16), %k, floormod(%o, 16)] = %a[%o, %k];
     }
   }""", "%a: Buffer[(64, 32), float32], %p: Buffer[(4, 32, 16), float32]")
-    assert parallel_problem(loop(func, "o")) is None
-    assert parallel_problem(loop(func, "k")) is None
+    assert iterations_disjoint(loop(func, "o")) is None
+    assert iterations_disjoint(loop(func, "k")) is None
     # floordiv by 32 but floormod by 16: o = 0 and o = 16 store to the same element.
     func = kernel("""
   for %o in range(0, 64) {
     %p[floordiv(%o, 32), 0, floormod(%o, 16)] = %a[%o, 0];
   }""", "%a: Buffer[(64, 32), float32], %p: Buffer[(2, 32, 16), float32]")
-    assert parallel_problem(loop(func, "o")) is not None
+    assert iterations_disjoint(loop(func, "o")) is not None
 
 
 def test_a_data_dependent_index_is_refused() -> None:
@@ -169,7 +170,7 @@ def test_a_data_dependent_index_is_refused() -> None:
   for %i in range(0, 64) {
     %out[%idx[%i], 0] = %a[%i, 0];
   }""", "%a: Buffer[(64, 32), float32], %idx: Buffer[(64), int32], %out: Buffer[(64, 32), float32]")
-    assert parallel_problem(loop(func, "i")) is not None
+    assert iterations_disjoint(loop(func, "i")) is not None
 
 
 def test_one_iteration_loops_are_entered_and_nests_chosen_one_by_one() -> None:

@@ -312,7 +312,7 @@ def test_pipeline_on_lowered_module_keeps_relay_signature() -> None:
     mod, name = lowered()
     loops = [s for s in ("i0", "i1")]
     out = run(mod, f"tir-split{{loop={loops[1]},factor=4}},tir-flatten-buffers,tir-simplify,"
-                   f"tir-parallel{{loop={loops[0]}}},tir-unroll{{loop={loops[1]}_inner}}")
+                   f"tir-parallelize{{loop={loops[0]}}},tir-unroll{{loop={loops[1]}_inner}}")
     func = out.functions[name]
     assert [p.shape for p in func.params] == [(2, 6)] * 3     # Relay calls it: shapes are its type
     assert func.body.kind == "parallel"
