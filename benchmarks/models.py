@@ -70,7 +70,7 @@ def bench_model(name: str, repeat: int, native: bool, threads: int = 1) -> dict[
     try:
         import irtool
         from irtool.analysis.memory_report import memory_report
-        from irtool.codegen.compile import ensure_lowered
+        from irtool.driver import ensure_lowered
         started = time.perf_counter()
         built = irtool.build(imported.module, threads=threads)
         row["compile_s"] = round(time.perf_counter() - started, 3)

@@ -32,13 +32,13 @@ SHORT = {"alexnet": "bvlc_alexnet", "zfnet": "zfnet512", "densenet": "densenet12
 
 def compile_stages(name: str, mod: IRModule, options: TargetOptions) -> str:
     """CPU seconds of each stage of `irtool.build`'s path, run one after the other."""
-    from irtool.codegen.compile import ensure_lowered
     from irtool.codegen.entry import generate_module
     from irtool.codegen.machine import parse_and_optimize, target_machine
+    from irtool.driver import prepare
 
     clock = time.process_time
     started = clock()
-    lowered = ensure_lowered(mod)
+    lowered = prepare(mod, options)
     lower = clock() - started
     started = clock()
     generated = generate_module(lowered, "irtool", options, embed_constants=False)
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown model {args.model}; choose from {', '.join(LIGHT_MODELS)}")
     import onnx
 
-    from irtool.codegen.compile import ensure_lowered
+    from irtool.driver import prepare
     from irtool.frontend.onnx import import_model
     from irtool.runtime.native import NativeModule
     from irtool.runtime.profile import profile_native
@@ -81,8 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     (input_name,) = imported.inputs
     shape = tuple(int(d) for d in imported.module["main"].params[0].type_annotation.shape)
     started = time.perf_counter()
-    native = NativeModule(ensure_lowered(imported.module), TargetOptions(opt_level=args.opt_level),
-                          export_kernels=True)
+    options = TargetOptions(opt_level=args.opt_level)
+    native = NativeModule(prepare(imported.module, options), options, export_kernels=True)
     print(f"{name}: compiled in {time.perf_counter() - started:.2f} s (kernels exported)", flush=True)
     result = profile_native(native, (), {input_name: runner_input(shape)}, args.repeat)
     print(result.table(top=args.top or None))

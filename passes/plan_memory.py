@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from irtool.analysis.liveness import compute_liveness
-from irtool.analysis.memory_plan import PLANNERS, annotate, plan_memory
+from irtool.analysis.memory_plan import PLANNERS, plan_memory
+from irtool.analysis.plan_attrs import annotate
 from irtool.analysis.typecheck import infer_types
 from irtool.ir.module import IRModule
 from irtool.passes.base import ModulePass

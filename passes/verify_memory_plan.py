@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from irtool.analysis.liveness import ALIAS, CALL, Liveness, PlannedTensor, device_key
-from irtool.analysis.memory_plan import INPUT, PLAN_ALGORITHM, MemoryPlan, concat_parents, plan_liveness, read_plan
+from irtool.analysis.memory_plan import INPUT, MemoryPlan, concat_parents
+from irtool.analysis.plan_attrs import PLAN_ALGORITHM, plan_liveness, read_plan
 from irtool.analysis.typecheck import infer_types
 from irtool.ir.module import IRModule
 from irtool.passes.base import ModulePass

@@ -1,7 +1,7 @@
-"""From an IRModule to LLVM artifacts: lower when needed, generate IR, optimise, emit.
+"""From a lowered, planned IRModule to LLVM artifacts: generate IR, optimise, emit.
 
 `compile_module` is the one path `irtool-llc` and the runtime share, so what a C user links and
-what Python calls are the same code.
+what Python calls are the same code; `irtool.driver` prepares the module it takes.
 """
 
 from __future__ import annotations
@@ -19,49 +19,8 @@ import llvmlite.binding as llvm
 from irtool.codegen.entry import GeneratedModule, generate_module
 from irtool.codegen.machine import parse_and_optimize, target_machine
 from irtool.target import TargetOptions
-from irtool.ir.expr import Call, Function, Op
 from irtool.ir.module import IRModule
-from irtool.ir.tir import PrimFunc
-from irtool.ir.visitor import post_order
 from irtool.core.diagnostics import DiagnosticError
-
-# No plan-memory here: without a plan on `main`, codegen plans greedy-by-size itself and leaves
-# out the results kernels write straight into the caller's output buffers, which a general
-# plan-memory (that plans every tensor of `main`) cannot know.
-DEFAULT_PIPELINE = "simplify-inference,alter-layout,fuse-ops,lower"
-# Operators a lowered `main` may still call directly (everything else is a kernel).
-_LOWERED_OPS = frozenset({"call_lowered", "reshape", "device_copy", "on_device"})
-
-
-def is_lowered(mod: IRModule) -> bool:
-    """True when every Relay function only calls kernels, views and copies (or there is none)."""
-    for func in mod.functions.values():
-        if isinstance(func, PrimFunc):
-            continue
-        if not isinstance(func, Function):
-            return False
-        for node in post_order(func.body):
-            if isinstance(node, Call) and not (isinstance(node.op, Op) and node.op.name in _LOWERED_OPS):
-                return False
-            if isinstance(node, Function):
-                return False
-    return True
-
-
-def ensure_lowered(mod: IRModule, pipeline: str | None = DEFAULT_PIPELINE) -> IRModule:
-    """`mod` lowered by `pipeline` unless it already is; with `pipeline=None` lowered input is required.
-    The input is verified (its errors are the user's); the passes' results are not re-verified
-    between passes, which took a tenth of DenseNet-121's compile time."""
-    from irtool.passes import run, verify
-    if is_lowered(mod):
-        return mod
-    if pipeline is None:
-        main = mod.functions.get("main")
-        raise DiagnosticError("irtool-llc: the input is not lowered (--no-pipeline was given); run "
-                              f"`{DEFAULT_PIPELINE}` first", getattr(main, "span", None))
-    verify(mod)
-    return run(mod, pipeline, verify_each=False)
-
 
 @dataclass
 class CompiledArtifacts:

@@ -5,8 +5,8 @@ the workspace size).
 `main` runs AOT style: its steps (liveness order) become straight-line calls of the kernels, with
 every intermediate tensor at its memory-plan offset in the caller's workspace (which `_run`
 rounds up to 64 bytes: the caller's pointers need only element alignment). The plan is read
-from `main` when `plan-memory` wrote it, otherwise computed here (greedy-by-size, 64-byte
-alignment); each storage of the plan gets its own 64-byte-aligned region of the one workspace.
+from `main` (written by `plan-memory`, or by the build driver, `irtool.driver`, when the module
+had none); each storage of the plan gets its own 64-byte-aligned region of the one workspace.
 A kernel output that is also a result of `main` is written straight into the caller's output
 buffer; other results (parameters, constants, hoisted tensors, a tensor returned twice) are copied
 there at the end. Constant tensors become 64-byte-aligned global constant arrays, so one object
@@ -23,12 +23,13 @@ from __future__ import annotations
 import binascii
 import hashlib
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from irtool.analysis.liveness import ALIAS, CALL, COPY, Liveness, Step, compute_liveness, flatten_type
-from irtool.analysis.memory_plan import INPUT, MemoryPlan, plan_memory, read_plan
+from irtool.analysis.memory_plan import INPUT
+from irtool.analysis.plan_attrs import read_plan
 from irtool.analysis.typecheck import infer_types
 from irtool.target import TargetOptions
 from irtool.codegen.tir_to_llvm import STATUS_MISALIGNED, STATUS_OK, ModuleContext, primfunc_to_llvm
@@ -38,6 +39,7 @@ from irtool.ir.module import IRModule
 from irtool.ir.tir import PrimFunc
 from irtool.ir.types import TensorType, Type
 from irtool.ir.signature import num_outputs
+from irtool.lower.module import is_lowered
 from irtool.core.diagnostics import DiagnosticError
 
 ALIGN = 64
@@ -153,13 +155,6 @@ def _encode_bytes(data: bytes) -> str:
     return out.tobytes().decode("ascii")
 
 
-def plan_workspace(live: Liveness, outside: set[int]) -> MemoryPlan:
-    """greedy-by-size over the tensors that live in the workspace: those in `outside` count
-    as taking no bytes there."""
-    tensors = [replace(t, nbytes=0) if t.index in outside else t for t in live.tensors]
-    return plan_memory(replace(live, tensors=tensors), "greedy-by-size", ALIGN)
-
-
 def plan_pool(live: Liveness) -> tuple[dict[int, int], int]:
     """Byte offsets of the hoisted tensors in the pool, and its size. A hoisted tensor read by a
     step of `_run` (or returned) lives for good; one read only by hoisted steps is dead after its
@@ -190,15 +185,24 @@ def plan_pool(live: Liveness) -> tuple[dict[int, int], int]:
     return offsets, max((e for _, e, _, _ in placed), default=0)
 
 
-def layout_main(mod: IRModule) -> MainLayout:
-    """The liveness of `main` (type checked) and the location of each of its tensors."""
-    live = compute_liveness(mod, "main")
-    # Results of main that a kernel of `_run` writes go straight to the caller's output buffers.
+def direct_outputs(live: Liveness) -> dict[int, int]:
+    """Results of `main` that a kernel of `_run` writes straight into the caller's output buffers
+    (tensor -> output number): they take no workspace."""
     direct: dict[int, int] = {}
     for k, t in enumerate(live.outputs):
         if live.tensors[t].kind == CALL and t not in direct:
             direct[t] = k
-    plan = read_plan(live) or plan_workspace(live, set(direct))
+    return direct
+
+
+def layout_main(mod: IRModule) -> MainLayout:
+    """The liveness of `main` (type checked) and the location of each of its tensors."""
+    live = compute_liveness(mod, "main")
+    direct = direct_outputs(live)
+    plan = read_plan(live)
+    if plan is None:
+        raise DiagnosticError("irtool-llc: `main` has no memory plan; code generation takes a lowered, planned "
+                              "module (`irtool.driver.prepare` plans one)", live.func.span)
     bases: dict[int, int] = {}
     ws_bytes = 0
     for s in plan.storages:
@@ -404,19 +408,13 @@ class _EntryBuilder:
         name, _ = step_kernel(self.mod, step)
         if not self.in_init:
             self.run_kernels.add(name)
-        live = layout.live
         tensors = list(step.inputs) + list(step.outputs)
         locs = [layout.locations[t] for t in tensors]
         aligns = [loc.align for loc in locs]
         old = self.kernel_align.get(name)
         self.kernel_align[name] = aligns if old is None else [min(a, b) for a, b in zip(old, aligns)]
-        for t in step.outputs:
-            loc = layout.locations[t]
-            end = loc.offset + live.tensors[t].nbytes
-            for u, other in zip(tensors, locs):
-                if u != t and (other.region, other.index) == (loc.region, loc.index) \
-                        and other.offset < end and loc.offset < other.offset + live.tensors[u].nbytes:
-                    self.kernel_may_alias.add(name)   # an in-place plan: the kernel must not claim noalias
+        if step_aliases(step, layout):
+            self.kernel_may_alias.add(name)   # an in-place plan: the kernel must not claim noalias
         args = ", ".join(f"ptr {pointer[t]}" for t in tensors)
         result = self.emit(f"call i32 @{self.prefix}_{sanitize(name)}({args})")
         failed = self.emit(f"icmp ne i32 {result}, 0")
@@ -424,6 +422,28 @@ class _EntryBuilder:
         ok = f"ok{self.temps}"
         fail = f"fail{self.temps}"
         self.lines += [f"  br i1 {failed}, label %{fail}, label %{ok}", f"{fail}:", f"  ret i32 {result}", f"{ok}:"]
+
+
+def step_aliases(step: Step, layout: MainLayout) -> bool:
+    """Whether an output of a kernel step overlaps another of its tensors (an in-place plan)."""
+    live = layout.live
+    tensors = list(step.inputs) + list(step.outputs)
+    for t in step.outputs:
+        loc = layout.locations[t]
+        end = loc.offset + live.tensors[t].nbytes
+        for u in tensors:
+            other = layout.locations[u]
+            if u != t and (other.region, other.index) == (loc.region, loc.index) \
+                    and other.offset < end and loc.offset < other.offset + live.tensors[u].nbytes:
+                return True
+    return False
+
+
+def aliasing_kernels(mod: IRModule, layout: MainLayout) -> set[str]:
+    """The kernels some step of `main` calls with overlapping buffers: they may not claim
+    `noalias`, and the dependence test (which assumes distinct buffers) does not hold for them."""
+    return {step_kernel(mod, step)[0] for step in [*layout.init_steps(), *layout.run_steps()]
+            if step.kind != COPY and step_aliases(step, layout)}
 
 
 def step_kernel(mod: IRModule, step: Step) -> tuple[str, PrimFunc]:
@@ -487,10 +507,13 @@ def generate_module(mod: IRModule, prefix: str, options: TargetOptions,
     `chunks` > 1 also splits a module with `main` into that many groups of kernels plus the entry
     functions (`chunk_irs`; kernels get external linkage), unless codegen added functions of its
     own (parallel-loop workers), which stay in one module."""
+    main = mod.functions.get("main")
+    if not is_lowered(mod):
+        raise DiagnosticError("irtool-llc: code generation takes a lowered module; `main` still calls operators "
+                              "(`irtool.driver.prepare` lowers it)", getattr(main, "span", None))
     ctx = ModuleContext(fast_math=options.fast_math, threads=options.threads)
     prefix = sanitize(prefix)
     external: dict[str, np.ndarray] = {}
-    main = mod.functions.get("main")
     kernels = {n: f for n, f in mod.functions.items() if isinstance(f, PrimFunc)}
     parts: list[str] = []
     kernel_defines: dict[str, str] = {}   # symbol -> `define` text, for main's kernels

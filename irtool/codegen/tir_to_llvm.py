@@ -10,8 +10,8 @@ these native differences, documented in docs/codegen.md:
   (`irtool.tir_transform.vectorize`); other vectorized loops carry `llvm.loop.vectorize.enable` for
   LLVM's vectorizer; explicit `ramp`/`broadcast` TIR is vector IR directly; `unrolled` loops
   carry `llvm.loop.unroll.full`; `parallel` loops run on `threads` threads when the module is
-  compiled for more than one (`irtool.codegen.parallel`; then the outermost safe loop of each
-  kernel is marked parallel first, `irtool.tir_transform.parallel`), serially otherwise;
+  compiled for more than one (`irtool.codegen.parallel`; the build driver marks the outermost safe
+  loop of each kernel parallel first), serially otherwise;
 - `allocate`d buffers start undefined (the interpreter fills them with NaN).
 Both walks (statements, expressions) use explicit stacks: fused chains make deep trees.
 """
@@ -29,7 +29,6 @@ from irtool.codegen.types import (constant, element_bytes, intrinsic_suffix, is_
                                   scalar_type, value_type)
 from irtool.codegen.parallel import body_of, emit_parallel_loop, loop_bound
 from irtool.core.diagnostics import DiagnosticError
-from irtool.tir_transform.parallel import parallelize
 from irtool.tir_transform.vectorize import vectorize_loop
 
 STATUS_OK = 0
@@ -681,9 +680,6 @@ def primfunc_to_llvm(ctx: ModuleContext, func: PrimFunc, symbol: str, param_alig
                      noalias: bool = True, linkage: str = "internal") -> str:
     """The `define` of one kernel (declarations, metadata and parallel-loop workers go to `ctx`;
     attributes are `#0`). Without `param_align`, a buffer's own `align` (or its element size) is
-    assumed. For more than one thread, the kernel's outermost safe loops are marked parallel,
-    unless its buffers may alias (an in-place plan): the dependence test assumes distinct buffers."""
+    assumed. Which loops are parallel is the driver's choice (`irtool.driver.parallelize_kernels`)."""
     aligns = param_align if param_align is not None else [max(b.align, element_bytes(b.dtype)) for b in func.params]
-    if ctx.threads > 1 and noalias:
-        func = parallelize(func)
     return FunctionEmitter(ctx, func, symbol, aligns, noalias, linkage).generate()

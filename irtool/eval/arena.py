@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from irtool.analysis.liveness import ALIAS, CALL, PlannedTensor, flatten_type, step_arguments
-from irtool.analysis.memory_plan import MemoryPlan, plan_liveness, read_plan
+from irtool.analysis.memory_plan import MemoryPlan
+from irtool.analysis.plan_attrs import plan_liveness, read_plan
 from irtool.analysis.typecheck import infer_types
 from irtool.eval.interpreter import Interpreter, bind_arguments
 from irtool.ir.expr import Call, Expr, Op, Tuple, Var

@@ -27,6 +27,26 @@ PLAN_ATTRS = ("storage_id", "storage_offset")
 MAX_NAME = 80
 
 
+# Operators a lowered `main` may still call directly (everything else is a kernel).
+_LOWERED_OPS = frozenset({"call_lowered", "reshape", "device_copy", "on_device"})
+
+
+def is_lowered(mod: IRModule) -> bool:
+    """True when every Relay function only calls kernels, views and copies (or there is none):
+    the form code generation takes."""
+    for func in mod.functions.values():
+        if isinstance(func, PrimFunc):
+            continue
+        if not isinstance(func, Function):
+            return False
+        for node in post_order(func.body):
+            if isinstance(node, Call) and not (isinstance(node.op, Op) and node.op.name in _LOWERED_OPS):
+                return False
+            if isinstance(node, Function):
+                return False
+    return True
+
+
 def is_kernel_op(name: str) -> bool:
     """Operators with a TIR compute rule become kernels; the others (device placement and
     copies, memory operators) stay Relay calls in the lowered `main`."""

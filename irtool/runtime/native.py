@@ -1,14 +1,15 @@
 """Running compiled modules on numpy arrays, in process (MCJIT).
 
-`build(mod)` lowers (when needed), generates and JIT-compiles `main`; the result is cached by the
-hash of the generated LLVM IR and the target options, so building the same module twice compiles
-once. Calls check every input's name, shape, dtype and C-contiguity (a `DiagnosticError` that
-names the parameter), pass the arrays as they are (the ABI asks only for element alignment, which
-numpy arrays have; a misaligned view is copied), allocate the outputs 64-byte aligned, and reuse
-one workspace per built module (so a built module is not re-entrant: one call at a time). The
-pool of hoisted tensors that `_init` fills is numpy memory bound to the module's pool symbol,
-like the constants (large numpy arrays get transparent huge pages, which weight-streaming
-kernels need); it lives as long as the process.
+`NativeModule(mod)` generates and JIT-compiles the `main` of a prepared module (`irtool.build`,
+in `irtool.driver`, prepares it); the result is cached by the hash of the generated LLVM IR and
+the target options, so building the same module twice compiles once. Calls check every input's
+name, shape, dtype and C-contiguity (a `DiagnosticError` that names the parameter), pass the
+arrays as they are (the ABI asks only for element alignment, which numpy arrays have; a
+misaligned view is copied), allocate the outputs 64-byte aligned, and reuse one workspace per
+built module (so a built module is not re-entrant: one call at a time). The pool of hoisted
+tensors that `_init` fills is numpy memory bound to the module's pool symbol, like the constants
+(large numpy arrays get transparent huge pages, which weight-streaming kernels need); it lives as
+long as the process.
 """
 
 from __future__ import annotations
@@ -21,28 +22,18 @@ from typing import Any
 import llvmlite.binding as llvm
 import numpy as np
 
-from irtool.codegen.compile import DEFAULT_PIPELINE, compile_chunks, compile_module, compile_threads, ensure_lowered
+from irtool.codegen.compile import compile_chunks, compile_module, compile_threads
 from irtool.codegen.entry import ABI, GeneratedModule, TensorSpec, generate_module, sanitize
 from irtool.codegen.machine import target_machine
 from irtool.target import TargetOptions
-from irtool.codegen.tir_to_llvm import STATUS_ASSERT_BASE, STATUS_MISALIGNED, STATUS_OUT_OF_MEMORY
 from irtool.eval.tir_interp import array_shape, numpy_dtype
 from irtool.ir.module import IRModule
 from irtool.ir.tir import PrimFunc
 from irtool.ir.types import TupleType, Type
 from irtool.core.diagnostics import DiagnosticError
+from irtool.runtime.buffers import aligned_empty, describe_status
 
-ALIGN = 64
 _CACHE: dict[str, llvm.ExecutionEngine] = {}
-
-
-def aligned_empty(shape: tuple[int, ...], dtype: str | np.dtype) -> np.ndarray:
-    """An uninitialised C-contiguous array whose data starts on a 64-byte boundary."""
-    dt = np.dtype(dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
-    raw = np.empty(nbytes + ALIGN, np.uint8)
-    start = -raw.ctypes.data % ALIGN
-    return raw[start:start + nbytes].view(dt).reshape(shape)
 
 
 def _jit(ir: str, options: TargetOptions, make_engine: Callable[[], llvm.ExecutionEngine],
@@ -245,27 +236,6 @@ def _structure(t: Type | None, outs: Any) -> Any:
     return next(outs)
 
 
-def describe_status(status: int, abi: ABI) -> str:
-    if status == STATUS_MISALIGNED:
-        return "an input or output buffer is not aligned to its element size"
-    if status == STATUS_OUT_OF_MEMORY:
-        return "a kernel could not allocate its scratch memory"
-    k = status - STATUS_ASSERT_BASE
-    if 0 <= k < len(abi.assert_messages):
-        return f"assertion failed: {abi.assert_messages[k]}"
-    return f"status {status}"
-
-
-def build(mod: IRModule, opt_level: int = 3, *, cpu: str = "native", triple: str | None = None,
-          features: str | None = None, fast_math: bool = False,
-          pipeline: str | None = DEFAULT_PIPELINE, threads: int = 1) -> NativeModule:
-    """Compile `mod`'s `main` (lowering it with `pipeline` first when it is not lowered); `threads`
-    > 1 runs each kernel's outermost safe loop on that many threads."""
-    options = TargetOptions(cpu=cpu, triple=triple, features=features, opt_level=opt_level, fast_math=fast_math,
-                            threads=threads)
-    return NativeModule(ensure_lowered(mod, pipeline), options)
-
-
 class KernelLibrary:
     """Every primfn of a module, JIT-compiled as exported functions: `lib["f"](*arrays)` runs
     `@f` on numpy arrays in place (one per buffer parameter), like `tir_interp.run_primfunc`."""
@@ -300,8 +270,3 @@ class KernelLibrary:
                     raise DiagnosticError(f"buffer `%{buf.name}` needs {buf.align}-byte alignment (aligned_empty)")
             return int(cfunc(*(a.ctypes.data for a in arrays)))
         return call
-
-
-def build_kernels(mod: IRModule, opt_level: int = 3, *, fast_math: bool = False, threads: int = 1) -> KernelLibrary:
-    """The primfns of `mod` compiled one by one (for testing kernels against the TIR interpreter)."""
-    return KernelLibrary(mod, TargetOptions(opt_level=opt_level, fast_math=fast_math, threads=threads))

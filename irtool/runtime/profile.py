@@ -22,19 +22,19 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from irtool.analysis.liveness import COPY, Step
-from irtool.codegen.compile import DEFAULT_PIPELINE, ensure_lowered
 from irtool.codegen.entry import CONSTANTS, INPUTS, OUTPUTS, WORKSPACE, MainLayout, step_kernel
-from irtool.target import TargetOptions
 from irtool.ir import tir
-from irtool.ir.module import IRModule
 from irtool.ops.registry import op_names
-from irtool.runtime.native import NativeModule, aligned_empty, describe_status
+from irtool.runtime.buffers import aligned_empty, describe_status
 from irtool.core.diagnostics import DiagnosticError
+
+if TYPE_CHECKING:   # `NativeModule.profile` imports this module: no import back at run time
+    from irtool.runtime.native import NativeModule
 
 _FLOAT_ARITH = frozenset({"add", "sub", "mul", "div", "min", "max"})
 
@@ -263,12 +263,3 @@ def profile_native(native: NativeModule, args: Sequence[Any] = (), kwargs: dict[
         run_times.append((time.perf_counter() - started) * 1e3)
     return Profile([describe(s, statistics.median(t)) for s, t in zip(steps, times)], init,
                    statistics.median(run_times), outputs)
-
-
-def profile(mod: IRModule, *args: Any, repeat: int = 10, opt_level: int = 3, fast_math: bool = False,
-            pipeline: str | None = DEFAULT_PIPELINE, threads: int = 1, **kwargs: Any) -> Profile:
-    """Compiles `mod` (lowering it first when needed) with its kernels exported and profiles it
-    on inputs given like `NativeModule.run`'s."""
-    options = TargetOptions(opt_level=opt_level, fast_math=fast_math, threads=threads)
-    native = NativeModule(ensure_lowered(mod, pipeline), options, export_kernels=True)
-    return profile_native(native, args, kwargs, repeat)

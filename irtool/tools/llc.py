@@ -15,9 +15,9 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from irtool.codegen.compile import (DEFAULT_PIPELINE, compile_module, emit_asm, emit_llvm, emit_object,
-                                    ensure_lowered, link_shared)
+from irtool.codegen.compile import compile_module, emit_asm, emit_llvm, emit_object, link_shared
 from irtool.codegen.entry import generate_module, sanitize
+from irtool.driver.prepare import DEFAULT_PIPELINE, prepare
 from irtool.codegen.header import emit_header
 from irtool.target import TargetError, TargetOptions
 from irtool.ir.module import IRModule
@@ -83,7 +83,7 @@ def target_options(args: argparse.Namespace) -> TargetOptions:
 
 def compile_file(mod: IRModule, args: argparse.Namespace, prefix: str) -> None:
     options = target_options(args)
-    mod = ensure_lowered(mod, None if args.no_pipeline else args.pipeline)
+    mod = prepare(mod, options, None if args.no_pipeline else args.pipeline)
     if args.emit == "header":
         generated = generate_module(mod, prefix, options)
         if generated.abi is None:

@@ -231,12 +231,12 @@ def run(args: argparse.Namespace) -> int:
         if args.entry != "main":
             raise DiagnosticError("--backend=native runs `main` only")
         if args.profile:
-            from irtool.runtime.profile import profile
+            from irtool.driver import profile
             result = profile(mod, repeat=args.repeat, threads=args.threads, **inputs)
             print(result.table())
             outputs = result.outputs
         else:
-            from irtool.runtime import build
+            from irtool.driver import build
             outputs = flatten_value(build(mod, threads=args.threads)(**inputs))
     else:
         outputs = flatten_value(run_function(mod, inputs, args.entry))

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from irtool.codegen.compile import ensure_lowered
+from irtool.driver import ensure_lowered
 from irtool.eval.interpreter import flatten_value, run_function
 from irtool.ir.tir import For, PrimFunc
 from irtool.passes import run

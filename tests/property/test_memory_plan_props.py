@@ -18,7 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.strategies import dataflow_programs
 
-from irtool.analysis.memory_plan import plan_liveness, plan_memory, read_plan
+from irtool.analysis.memory_plan import plan_memory
+from irtool.analysis.plan_attrs import plan_liveness, read_plan
 from irtool.analysis.typecheck import infer_types
 from irtool.eval.arena import run_with_plan
 from irtool.eval.interpreter import run_function

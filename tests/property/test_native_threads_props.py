@@ -21,7 +21,7 @@ from test_native_props import KINDS, _inputs, op_programs
 
 import irtool
 from irtool.analysis.typecheck import infer_types
-from irtool.codegen.compile import ensure_lowered
+from irtool.driver import ensure_lowered
 from irtool.eval.interpreter import flatten_value, run_function
 from irtool.ir import IRModule
 from irtool.ir.tir import For, PrimFunc

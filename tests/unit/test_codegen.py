@@ -14,7 +14,8 @@ from irtool.ir.module import IRModule
 from irtool.ir.tir import (Allocate, AssertStmt, BinaryOp, Broadcast, Buffer, BufferLoad, BufferStore, Call, Cast,
                            FloatImm, For, IfExpr, IfThenElse, IntImm, LetStmt, Not, PrimExpr, PrimFunc, Ramp, Select,
                            Var, seq)
-from irtool.runtime import aligned_empty, build_kernels
+from irtool.driver import build_kernels
+from irtool.runtime import aligned_empty
 from irtool.core.diagnostics import DiagnosticError
 
 

@@ -192,11 +192,11 @@ def test_unlowerable_programs_are_located_errors() -> None:
 
 
 def test_build_is_lazy_attribute_of_the_package() -> None:
-    from irtool.runtime import build
+    from irtool.driver import build
     assert irtool.build is build
 
 
-def test_in_place_plans_drop_noalias_and_still_compute(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_in_place_plans_drop_noalias_and_still_compute() -> None:
     """With an in-place plan, exp writes over its own input: that kernel must not claim noalias."""
     src = """#[version = "0.0.5"]
 def @main(%x: Tensor[(64), float32], %y: Tensor[(64), float32]) {
@@ -207,18 +207,21 @@ def @main(%x: Tensor[(64), float32], %y: Tensor[(64), float32]) {
   negative(%3)
 }
 """
+    from irtool.analysis.liveness import compute_liveness
     from irtool.analysis.memory_plan import plan_memory
-    from irtool.codegen import TargetOptions, ensure_lowered, entry, generate_module
+    from irtool.analysis.plan_attrs import annotate
+    from irtool.analysis.typecheck import infer_types
+    from irtool.codegen import TargetOptions, generate_module
+    from irtool.driver import ensure_lowered
 
-    def in_place(live, outside):  # type: ignore[no-untyped-def]
-        """The plain plan, then exp's result (step 1) put over its input, as an in-place plan does."""
-        plan = plan_memory(live, "greedy-by-size", 64)
-        exp_step = live.steps[1]
-        plan.placement[exp_step.outputs[0]] = plan.placement[exp_step.inputs[0]]
-        return plan
-
-    monkeypatch.setattr(entry, "plan_workspace", in_place)
+    # The plain plan, then exp's result (step 1) put over its input, as an in-place plan does.
     mod = ensure_lowered(parse(src, "inplace.relay"))
+    infer_types(mod)
+    live = compute_liveness(mod, "main")
+    plan = plan_memory(live, "greedy-by-size", 64)
+    exp_step = live.steps[1]
+    plan.placement[exp_step.outputs[0]] = plan.placement[exp_step.inputs[0]]
+    mod = annotate(mod, live, plan)
     ir = generate_module(mod, "m", TargetOptions(opt_level=0)).ir
     exp_def = next(line for line in ir.splitlines() if line.startswith("define internal i32 @m_fused_exp("))
     add_def = next(line for line in ir.splitlines() if line.startswith("define internal i32 @m_fused_add("))
@@ -240,9 +243,11 @@ def test_constants_are_bound_by_content_not_by_shape() -> None:
     two = irtool.build(parse(template.replace("DATA", "[-1.0, 0.5, 8.0]"), "b.relay"))(x=x)
     np.testing.assert_array_equal(one, [1, 2, 3])
     np.testing.assert_array_equal(two, [-1, 0.5, 8])
-    from irtool.codegen import TargetOptions, ensure_lowered, generate_module
-    embedded = generate_module(ensure_lowered(parse(template.replace("DATA", "[1.0, 2.0, 3.0]"), "a.relay")), "m",
-                               TargetOptions(opt_level=0)).ir
+    from irtool.codegen import TargetOptions, generate_module
+    from irtool.driver import prepare
+    options = TargetOptions(opt_level=0)
+    embedded = generate_module(prepare(parse(template.replace("DATA", "[1.0, 2.0, 3.0]"), "a.relay"), options), "m",
+                               options).ir
     # 1.0f, 2.0f, 3.0f little-endian: 0x3f800000, 0x40000000, 0x40400000.
     assert r'constant [12 x i8] c"\00\00\80\3f\00\00\00\40\00\00\40\40", align 64' in embedded
 
@@ -262,9 +267,10 @@ def test_constant_only_steps_run_once_in_init_from_a_shared_pool() -> None:
     """full -> multiply -> add only read constants: `_init` computes them into the pool, once. The
     full's 16 KiB are dead after the multiply, so the add's result reuses them; the multiply's
     result is returned (copied out like a constant)."""
-    from irtool.codegen import TargetOptions, ensure_lowered, generate_module
+    from irtool.codegen import TargetOptions, generate_module
+    from irtool.driver import prepare
     from irtool.runtime.native import NativeModule
-    mod = ensure_lowered(parse(HOISTED_CHAIN, "chain.relay"))
+    mod = prepare(parse(HOISTED_CHAIN, "chain.relay"), TargetOptions())
     generated = generate_module(mod, "m", TargetOptions(opt_level=0))
     assert generated.abi is not None and generated.layout is not None
     assert len(generated.layout.init_steps()) == 3
@@ -283,9 +289,10 @@ def test_constant_only_steps_run_once_in_init_from_a_shared_pool() -> None:
 
 
 def test_kernels_stay_out_of_line_and_init_only_kernels_are_optimised_for_size() -> None:
-    from irtool.codegen import TargetOptions, compile_module, ensure_lowered
+    from irtool.codegen import TargetOptions, compile_module
     from irtool.codegen.compile import emit_llvm
-    mod = ensure_lowered(parse(HOISTED_CHAIN, "chain.relay"))
+    from irtool.driver import prepare
+    mod = prepare(parse(HOISTED_CHAIN, "chain.relay"), TargetOptions())
     art = compile_module(mod, "m", TargetOptions(opt_level=3))
     text = art.generated.ir
     defines = {line.split("@")[1].split("(")[0]: line.rsplit(" ", 2)[1] for line in text.splitlines()
@@ -303,9 +310,10 @@ def test_kernels_stay_out_of_line_and_init_only_kernels_are_optimised_for_size()
 def test_chunks_compile_in_parallel_and_link_to_the_same_results(monkeypatch: pytest.MonkeyPatch) -> None:
     """Split into the entry functions and groups of kernels (separate LLVM modules compiled in
     worker processes, linked by the JIT), the module computes what the interpreter computes."""
-    from irtool.codegen import TargetOptions, ensure_lowered, generate_module
+    from irtool.codegen import TargetOptions, generate_module
+    from irtool.driver import prepare
     from irtool.runtime import native
-    mod = ensure_lowered(parse(RESNETISH, "block.relay"))
+    mod = prepare(parse(RESNETISH, "block.relay"), TargetOptions())
     generated = generate_module(mod, "m", TargetOptions(opt_level=0), chunks=2)
     entry_ir, *kernel_irs = generated.chunk_irs
     assert len(kernel_irs) == 2 and "define i32 @m_run(" in entry_ir and "define i32 @m_fused" not in entry_ir

@@ -17,7 +17,8 @@ from irtool.codegen import TargetOptions, generate_module
 from irtool.eval.tir_interp import run_primfunc
 from irtool.ir.module import IRModule
 from irtool.ir.tir import PrimFunc
-from irtool.runtime import aligned_empty, build, build_kernels
+from irtool.driver import build, build_kernels, parallelize_kernels
+from irtool.runtime import aligned_empty
 from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse_module
 
@@ -142,7 +143,7 @@ def test_one_thread_is_the_serial_code_of_before() -> None:
     serial = generate_module(mod, "m", TargetOptions(opt_level=0)).ir
     assert serial == generate_module(mod, "m", TargetOptions(opt_level=0, threads=1)).ir
     assert "pthread" not in serial and "parallel" not in serial
-    assert "pthread_create" in generate_module(mod, "m", TargetOptions(opt_level=0, threads=2)).ir
+    assert "pthread_create" in generate_module(parallelize_kernels(mod, 2), "m", TargetOptions(opt_level=0, threads=2)).ir
 
 
 def test_the_thread_count_must_be_positive() -> None:

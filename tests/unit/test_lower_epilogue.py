@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import irtool
-from irtool.codegen.compile import compile_module, ensure_lowered
+from irtool.codegen.compile import compile_module
+from irtool.driver import prepare
 from irtool.target import TargetOptions
 from irtool.lower.schedules import host_register_tile
 from irtool.syntax.parser import parse_module
@@ -78,7 +79,7 @@ def @main(%x: Tensor[({m}, {k}), float32], %w: Tensor[({n}, {k}), float32], %b: 
           %r: Tensor[({m}, {n}), float32]) {{
   nn.relu(add(nn.bias_add(nn.dense(%x, %w), %b), %r))
 }}"""
-    mod = ensure_lowered(parse_module(src), PIPELINE)
+    mod = prepare(parse_module(src), TargetOptions(), PIPELINE)
     ir = compile_module(mod, "t", TargetOptions()).generated.ir   # as irtool emits it, before LLVM's passes
     kernel = ir[ir.index("define internal i32 @t_fused_nn_dense"):]
     kernel = kernel[:kernel.index("\n}\n")]

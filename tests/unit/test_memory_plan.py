@@ -17,8 +17,10 @@ from hypothesis import strategies as st
 from support.programs import CHAIN
 
 from irtool.analysis.liveness import CALL, KERNEL, Liveness, PlannedTensor, Step, compute_liveness
-from irtool.analysis.memory_plan import (ORDERS, buffers_bound, place_buffers, plan_buffers, INPUT, TOKEN, MemoryPlan, _FreeList, plan_greedy_best, plan_greedy_by_size,
-                                         plan_memory, plan_none, plan_tvm_greedy, read_plan)
+from irtool.analysis.memory_plan import (ORDERS, buffers_bound, place_buffers, plan_buffers, INPUT, TOKEN, MemoryPlan,
+                                         _FreeList, plan_greedy_best, plan_greedy_by_size, plan_memory, plan_none,
+                                         plan_tvm_greedy)
+from irtool.analysis.plan_attrs import read_plan
 from irtool.analysis.memory_report import format_report, memory_report
 from irtool.analysis.typecheck import infer_types
 from irtool.eval.arena import run_with_plan

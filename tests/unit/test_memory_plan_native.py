@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from irtool.analysis.liveness import Liveness
-from irtool.analysis.memory_plan import (MemoryPlan, align_up, concat_parents, concats_in_place, plan_liveness,
-                                         read_plan)
+from irtool.analysis.memory_plan import MemoryPlan, align_up, concat_parents, concats_in_place
+from irtool.analysis.plan_attrs import plan_liveness, read_plan
 from irtool.analysis.typecheck import infer_types
 from irtool.eval.arena import run_with_plan
 from irtool.eval.interpreter import run_function
@@ -23,7 +23,7 @@ from irtool.eval.values import flatten_value
 from irtool.ir import IRModule
 from irtool.passes import run, verify
 from irtool.passes.verify_memory_plan import check_memory_plan
-from irtool.runtime import build
+from irtool.driver import build
 from irtool.syntax.parser import parse
 from irtool.syntax.printer import print_program
 

@@ -13,7 +13,8 @@ import irtool
 from irtool.eval.interpreter import flatten_value, run_function
 from irtool.ir.tir import (BinaryOp, Broadcast, Buffer, BufferLoad, BufferStore, Call, FloatImm, For, IfThenElse,
                            IntImm, PrimExpr, PrimFunc, Ramp, Select, Var, seq)
-from irtool.runtime.profile import kernel_flops, operators_of, profile
+from irtool.driver import profile
+from irtool.runtime.profile import kernel_flops, operators_of
 from irtool.syntax.parser import parse
 from irtool.tools.run import main as run_main
 

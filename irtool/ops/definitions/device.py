@@ -51,7 +51,10 @@ register(OpDef(
 register(OpDef(
     "device_copy", 1,
     (AttrField("src_virtual_device", "device", None, optional=True),
-     AttrField("dst_virtual_device", "device", None, optional=True)),
+     AttrField("dst_virtual_device", "device", None, optional=True),
+     # Where a memory plan of a lowered `main` placed the copy (as on `call_lowered`).
+     AttrField("storage_id", "any", None, optional=True),
+     AttrField("storage_offset", "any", None, optional=True)),
     OpPattern.OPAQUE, _same_type, lambda args, attrs: _copy_value(args[0]),
     description="copies a value between devices; the identity on values"))
 

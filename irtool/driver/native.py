@@ -1,0 +1,37 @@
+"""The entry points that compile in process: `build` (`irtool.build`), `build_kernels` and
+`profile`, each preparing the module first (`irtool.driver.prepare`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from irtool.driver.prepare import DEFAULT_PIPELINE, parallelize_kernels, prepare
+from irtool.ir.module import IRModule
+from irtool.runtime.native import KernelLibrary, NativeModule
+from irtool.runtime.profile import Profile, profile_native
+from irtool.target import TargetOptions
+
+
+def build(mod: IRModule, opt_level: int = 3, *, cpu: str = "native", triple: str | None = None,
+          features: str | None = None, fast_math: bool = False,
+          pipeline: str | None = DEFAULT_PIPELINE, threads: int = 1) -> NativeModule:
+    """Compile `mod`'s `main` (lowering it with `pipeline` first when it is not lowered); `threads`
+    > 1 runs each kernel's outermost safe loop on that many threads."""
+    options = TargetOptions(cpu=cpu, triple=triple, features=features, opt_level=opt_level, fast_math=fast_math,
+                            threads=threads)
+    return NativeModule(prepare(mod, options, pipeline), options)
+
+
+def build_kernels(mod: IRModule, opt_level: int = 3, *, fast_math: bool = False, threads: int = 1) -> KernelLibrary:
+    """The primfns of `mod` compiled one by one (for testing kernels against the TIR interpreter)."""
+    return KernelLibrary(parallelize_kernels(mod, threads),
+                         TargetOptions(opt_level=opt_level, fast_math=fast_math, threads=threads))
+
+
+def profile(mod: IRModule, *args: Any, repeat: int = 10, opt_level: int = 3, fast_math: bool = False,
+            pipeline: str | None = DEFAULT_PIPELINE, threads: int = 1, **kwargs: Any) -> Profile:
+    """Compiles `mod` (lowering it first when needed) with its kernels exported and profiles it
+    on inputs given like `NativeModule.run`'s."""
+    options = TargetOptions(opt_level=opt_level, fast_math=fast_math, threads=threads)
+    native = NativeModule(prepare(mod, options, pipeline), options, export_kernels=True)
+    return profile_native(native, args, kwargs, repeat)

@@ -1,0 +1,80 @@
+"""Preparing a module for code generation: lower, plan, TIR passes (in that order).
+
+No `plan-memory` pass in the default pipeline: without a plan on `main`, `plan_if_missing` plans
+greedy-by-size and leaves out the results kernels write straight into the caller's output
+buffers, which a general plan-memory (that plans every tensor of `main`) cannot know.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from irtool.analysis.liveness import compute_liveness
+from irtool.analysis.memory_plan import plan_memory
+from irtool.analysis.plan_attrs import annotate, read_plan
+from irtool.analysis.typecheck import infer_types
+from irtool.codegen.entry import ALIGN, aliasing_kernels, direct_outputs, layout_main
+from irtool.core.diagnostics import DiagnosticError
+from irtool.ir.module import IRModule
+from irtool.ir.tir import PrimFunc
+from irtool.lower.module import is_lowered
+from irtool.target import TargetOptions
+from irtool.tir_transform.parallel import parallelize
+
+DEFAULT_PIPELINE = "simplify-inference,alter-layout,fuse-ops,lower"
+
+
+def ensure_lowered(mod: IRModule, pipeline: str | None = DEFAULT_PIPELINE) -> IRModule:
+    """`mod` lowered by `pipeline` unless it already is; with `pipeline=None` lowered input is required.
+    The input is verified (its errors are the user's); the passes' results are not re-verified
+    between passes, which took a tenth of DenseNet-121's compile time."""
+    from irtool.passes import run, verify
+    if is_lowered(mod):
+        return mod
+    if pipeline is None:
+        main = mod.functions.get("main")
+        raise DiagnosticError("irtool-llc: the input is not lowered (--no-pipeline was given); run "
+                              f"`{DEFAULT_PIPELINE}` first", getattr(main, "span", None))
+    verify(mod)
+    return run(mod, pipeline, verify_each=False)
+
+
+def plan_if_missing(mod: IRModule) -> IRModule:
+    """A lowered `mod` whose `main` carries a memory plan: its own, or greedy-by-size over the
+    tensors that live in the workspace (results a kernel writes straight into the caller's output
+    buffers take no bytes there), 64-byte aligned."""
+    main = mod.functions.get("main")
+    if main is None or isinstance(main, PrimFunc):
+        return mod
+    infer_types(mod)
+    live = compute_liveness(mod, "main")
+    if read_plan(live) is not None:
+        return mod
+    outside = set(direct_outputs(live))
+    tensors = [replace(t, nbytes=0) if t.index in outside else t for t in live.tensors]
+    plan = plan_memory(replace(live, tensors=tensors), "greedy-by-size", ALIGN)
+    return annotate(mod, live, plan)
+
+
+def parallelize_kernels(mod: IRModule, threads: int) -> IRModule:
+    """For more than one thread, each kernel's outermost safe loops marked `parallel`, except in
+    kernels that a step of `main` calls with overlapping buffers (an in-place plan): the
+    dependence test assumes distinct buffers."""
+    if threads <= 1:
+        return mod
+    skip: set[str] = set()
+    main = mod.functions.get("main")
+    if main is not None and not isinstance(main, PrimFunc):
+        infer_types(mod)
+        skip = aliasing_kernels(mod, layout_main(mod))
+    out = mod.copy()
+    for name, func in mod.functions.items():
+        if isinstance(func, PrimFunc) and name not in skip:
+            out.functions[name] = parallelize(func)
+    return out
+
+
+def prepare(mod: IRModule, options: TargetOptions, pipeline: str | None = DEFAULT_PIPELINE) -> IRModule:
+    """What code generation takes: `mod` lowered (by `pipeline` when it is not), planned, and
+    with the TIR passes `options` ask for applied."""
+    return parallelize_kernels(plan_if_missing(ensure_lowered(mod, pipeline)), options.threads)

@@ -1,0 +1,31 @@
+"""What calling compiled code from Python needs around it: 64-byte-aligned numpy buffers (the
+ABI requires them) and the meaning of a non-zero status returned by `_run` or a kernel."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from irtool.codegen.entry import ABI
+from irtool.codegen.tir_to_llvm import STATUS_ASSERT_BASE, STATUS_MISALIGNED, STATUS_OUT_OF_MEMORY
+
+ALIGN = 64
+
+
+def aligned_empty(shape: tuple[int, ...], dtype: str | np.dtype) -> np.ndarray:
+    """An uninitialised C-contiguous array whose data starts on a 64-byte boundary."""
+    dt = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    raw = np.empty(nbytes + ALIGN, np.uint8)
+    start = -raw.ctypes.data % ALIGN
+    return raw[start:start + nbytes].view(dt).reshape(shape)
+
+
+def describe_status(status: int, abi: ABI) -> str:
+    if status == STATUS_MISALIGNED:
+        return "an input or output buffer is not aligned to its element size"
+    if status == STATUS_OUT_OF_MEMORY:
+        return "a kernel could not allocate its scratch memory"
+    k = status - STATUS_ASSERT_BASE
+    if 0 <= k < len(abi.assert_messages):
+        return f"assertion failed: {abi.assert_messages[k]}"
+    return f"status {status}"
