@@ -7,8 +7,8 @@ pipeline first names it (or `--list-passes` lists them all).
 from __future__ import annotations
 
 from irtool.ir.module import IRModule
-from irtool.passes.base import PASS_REGISTRY, ModulePass, register_pass
-from irtool.passes.catalog import get_pass, pass_names
+from irtool.passes.base import ModulePass
+from irtool.passes.catalog import PASS_REGISTRY, get_pass, pass_names, register_pass
 from irtool.passes.manager import list_passes, parse_pipeline, run_pipeline, verify
 
 

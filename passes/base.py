@@ -25,18 +25,3 @@ class ModulePass:
     @classmethod
     def options(cls) -> list[dataclasses.Field]:
         return list(dataclasses.fields(cls))
-
-
-# Passes added at run time by `register_pass` (out-of-tree passes, tests' own). The built-in
-# passes are not here: `irtool.passes.catalog` names them and imports each when first asked for.
-PASS_REGISTRY: dict[str, type[ModulePass]] = {}
-
-
-def register_pass(cls: type[ModulePass]) -> type[ModulePass]:
-    """Make an out-of-tree pass available by its `name` in pipelines (call it explicitly, or use
-    it as a class decorator in the module that defines the pass)."""
-    from irtool.passes.catalog import BUILTIN
-    if cls.name in PASS_REGISTRY or cls.name in BUILTIN:
-        raise ValueError(f"pass {cls.name} registered twice")
-    PASS_REGISTRY[cls.name] = cls
-    return cls

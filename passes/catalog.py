@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib
 
-from irtool.passes.base import PASS_REGISTRY, ModulePass
+from irtool.passes.base import ModulePass
 
 # pass name -> (module of `irtool.passes`, class)
 BUILTIN: dict[str, tuple[str, str]] = {
@@ -33,6 +33,18 @@ BUILTIN: dict[str, tuple[str, str]] = {
     "to-graph-normal-form": ("normal_form", "ToGraphNormalFormPass"),
     "verify-memory-plan": ("verify_memory_plan", "VerifyMemoryPlanPass"),
 }
+
+# Passes added at run time by `register_pass` (out-of-tree passes, tests' own).
+PASS_REGISTRY: dict[str, type[ModulePass]] = {}
+
+
+def register_pass(cls: type[ModulePass]) -> type[ModulePass]:
+    """Make an out-of-tree pass available by its `name` in pipelines (call it explicitly, or use
+    it as a class decorator in the module that defines the pass)."""
+    if cls.name in PASS_REGISTRY or cls.name in BUILTIN:
+        raise ValueError(f"pass {cls.name} registered twice")
+    PASS_REGISTRY[cls.name] = cls
+    return cls
 
 
 def pass_names() -> list[str]:

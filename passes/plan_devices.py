@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from irtool.analysis.devices import VIRTUAL_DEVICE, step_device
-from irtool.analysis.liveness import ALIAS, compute_liveness
+from irtool.analysis.liveness import compute_liveness
+from irtool.analysis.steps import ALIAS
 from irtool.analysis.typecheck import infer_types
 from irtool.ir.expr import AttrValue, Call, Expr, Function, Op, Var
 from irtool.ir.module import IRModule

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from irtool.analysis.liveness import ALIAS, CALL, Liveness, PlannedTensor, device_key
+from irtool.analysis.steps import ALIAS, CALL, Liveness, PlannedTensor, device_key
 from irtool.analysis.memory_plan import INPUT, MemoryPlan, concat_parents
 from irtool.analysis.plan_attrs import PLAN_ALGORITHM, plan_liveness, read_plan
 from irtool.analysis.typecheck import infer_types

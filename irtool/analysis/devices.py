@@ -14,24 +14,11 @@ from __future__ import annotations
 
 from irtool.ir.expr import Op
 from irtool.core.span import Span
-from irtool.analysis.liveness import ALIAS, KERNEL, Device, Liveness, device_key
-from irtool.analysis.union_find import find_root
+from irtool.analysis.steps import ALIAS, KERNEL, Device, Liveness, device_key
+from irtool.analysis.union_find import UnionFind
 from irtool.core.diagnostics import Diagnostic, DiagnosticError
 
 VIRTUAL_DEVICE = "virtual_device"
-
-
-class _UnionFind:
-    def __init__(self, n: int) -> None:
-        self.parent = list(range(n))
-
-    def find(self, x: int) -> int:
-        return find_root(self.parent, x)
-
-    def union(self, a: int, b: int) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[max(ra, rb)] = min(ra, rb)
 
 
 def _show(device: Device) -> str:
@@ -40,7 +27,7 @@ def _show(device: Device) -> str:
 
 def assign_devices(live: Liveness) -> None:
     """Set `device` on every tensor of `live`; raises `DiagnosticError` on a conflict."""
-    uf = _UnionFind(len(live.tensors))
+    uf = UnionFind(len(live.tensors))
     constraints: list[tuple[int, Device, Span | None]] = []
     for param, tids in zip(live.func.params, live.params):
         if param.attrs.get(VIRTUAL_DEVICE) is not None:

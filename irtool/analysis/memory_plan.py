@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from irtool.analysis.liveness import ALIAS, CALL, CONSTANT, PARAM, Device, Liveness, device_key
+from irtool.analysis.steps import ALIAS, CALL, CONSTANT, PARAM, Device, Liveness, device_key
 from irtool.core.diagnostics import DiagnosticError
 
 ARENA, TOKEN, INPUT = "arena", "token", "input"

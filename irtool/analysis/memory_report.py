@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from irtool.analysis.liveness import ALIAS, CALL, HOISTED, Liveness, device_key
+from irtool.analysis.steps import ALIAS, CALL, HOISTED, Liveness, device_key
 from irtool.analysis.memory_plan import INPUT, MemoryPlan, plan_memory
 from irtool.analysis.plan_attrs import plan_liveness, read_plan
 from irtool.analysis.typecheck import infer_types

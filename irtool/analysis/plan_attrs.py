@@ -5,7 +5,8 @@ docs/memory-planning.md describes the attributes.
 
 from __future__ import annotations
 
-from irtool.analysis.liveness import ALIAS, CONSTANT, PARAM, Liveness, compute_liveness
+from irtool.analysis.liveness import compute_liveness
+from irtool.analysis.steps import ALIAS, CONSTANT, PARAM, Liveness
 from irtool.analysis.memory_plan import ARENA, ARENA_PLANNERS, INPUT, PLANNERS, TOKEN, MemoryPlan, Storage
 from irtool.core.diagnostics import DiagnosticError
 from irtool.core.span import Span

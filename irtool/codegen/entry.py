@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from irtool.analysis.liveness import ALIAS, CALL, COPY, Liveness, Step, compute_liveness, flatten_type
+from irtool.analysis.liveness import compute_liveness
+from irtool.analysis.steps import ALIAS, CALL, COPY, Liveness, Step, flatten_type
 from irtool.analysis.memory_plan import INPUT
 from irtool.analysis.plan_attrs import read_plan
 from irtool.analysis.typecheck import infer_types

@@ -26,7 +26,8 @@ from irtool.ops.registry import get_op
 from irtool.core.diagnostics import Diagnostic, DiagnosticError
 from irtool.syntax.lexer import SourceText, Token, tokenize
 from irtool.syntax.parser import _grammar, parse
-from irtool.syntax.printer import format_attr_value, print_type
+from irtool.syntax.printer import print_type
+from irtool.syntax.text_format import format_attr_value
 
 __all__ = ["Document", "Occurrence", "Outline", "Pos", "Range", "op_signature", "span_range"]
 

@@ -16,7 +16,8 @@ from irtool.ir.adt import Constructor
 from irtool.ir.expr import Call, Constant, Expr, Function, GlobalVar, Op, Tuple, TupleGetItem, Var
 from irtool.ir.types import TensorType, Type
 from irtool.ir.visitor import post_order
-from irtool.syntax.printer import format_attr_value, print_type
+from irtool.syntax.printer import print_type
+from irtool.syntax.text_format import format_attr_value
 
 __all__ = ["function_dot"]
 

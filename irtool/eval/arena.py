@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from irtool.analysis.liveness import ALIAS, CALL, PlannedTensor, flatten_type, step_arguments
+from irtool.analysis.liveness import step_arguments
+from irtool.analysis.steps import ALIAS, CALL, PlannedTensor, flatten_type
 from irtool.analysis.memory_plan import MemoryPlan
 from irtool.analysis.plan_attrs import plan_liveness, read_plan
 from irtool.analysis.typecheck import infer_types

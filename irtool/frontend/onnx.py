@@ -24,12 +24,13 @@ import numpy as np
 
 from irtool.analysis.typecheck import infer_types
 from irtool.eval.interpreter import evaluate
-from irtool.ir.expr import Call, Constant, Expr, Function, Op, Tuple, TupleGetItem, Var
+from irtool.ir.expr import Constant, Expr, Function, Tuple, Var
 from irtool.ir.module import IRModule
-from irtool.ir.types import TensorType, TupleType, Type
+from irtool.ir.types import TensorType
 from irtool.ir.visitor import free_vars
-from irtool.ops.registry import TypeRelError, get_op
 from irtool.core.diagnostics import DiagnosticError
+from irtool.frontend.onnx_ops import CONVERTERS
+from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value, relay_dtype
 
 if TYPE_CHECKING:
     import onnx
@@ -44,64 +45,12 @@ FOLD_LIMIT = 4096
 _NON_IDENT = re.compile(r"[^A-Za-z0-9_/]")
 
 
-class Unsupported(Exception):
-    """A node the importer cannot convert; all of them are reported together."""
-
-
 def sanitize(name: str) -> str:
     """An ONNX tensor name as a Relay identifier (`[A-Za-z_/][A-Za-z0-9_/]*`)."""
     text = _NON_IDENT.sub("_", name)
     if not text or text[0].isdigit():
         text = "v" + text
     return text
-
-
-@dataclass
-class Value:
-    """One ONNX tensor (or an intermediate of a converter) on the Relay side."""
-
-    expr: Expr
-    type: Type
-    # The contents when known at import time.
-    const: np.ndarray | None = None
-    # Computed from a float initializer (a weight): kept as a computation, never folded here.
-    from_param: bool = False
-
-    @property
-    def tensor(self) -> TensorType:
-        assert isinstance(self.type, TensorType), self.type
-        return self.type
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(int(d) for d in self.tensor.shape)  # type: ignore[arg-type]
-
-    @property
-    def dtype(self) -> str:
-        return self.tensor.dtype
-
-    @property
-    def ndim(self) -> int:
-        return len(self.tensor.shape)
-
-
-@dataclass
-class Node:
-    """One ONNX node as converters see it."""
-
-    op_type: str
-    name: str
-    inputs: list[Value | None]
-    attrs: dict[str, object]
-    num_outputs: int
-    # Which outputs something downstream actually uses (graph outputs included).
-    used_outputs: list[bool]
-
-    def input(self, i: int) -> Value | None:
-        return self.inputs[i] if i < len(self.inputs) else None
-
-    def attr(self, key: str, default: object = None) -> object:
-        return self.attrs.get(key, default)
 
 
 @dataclass
@@ -113,53 +62,6 @@ class ImportResult:
     # Names (sanitised) of the graph's real inputs, in `main`'s parameter order.
     inputs: list[str]
     timings: dict[str, float] = field(default_factory=dict)
-
-
-def relay_dtype(np_dtype: np.dtype) -> str:
-    return "bool" if np_dtype == np.bool_ else str(np_dtype)
-
-
-class Builder:
-    """The state converters use: opset, value construction, typed operator calls."""
-
-    def __init__(self, opset: int) -> None:
-        self.opset = opset
-
-    def const(self, data: np.ndarray | float | int, dtype: str | None = None) -> Value:
-        array = np.asarray(data, dtype=dtype)
-        array = array if array.flags.c_contiguous else array.copy(order="C")
-        return Value(Constant(array), TensorType(array.shape, relay_dtype(array.dtype)), array)
-
-    def call(self, op: str, args: Sequence[Value], **attrs: object) -> Value:
-        """A typed call of a registered operator; the type comes from the op's type relation."""
-        opdef = get_op(op)
-        assert opdef is not None, op
-        canonical = opdef.normalize_attrs(attrs)  # type: ignore[arg-type]
-        assert opdef.type_rel is not None
-        try:
-            ty = opdef.type_rel([a.type for a in args], opdef.full_attrs(canonical))
-        except TypeRelError as exc:
-            raise Unsupported(str(exc)) from None
-        expr = Call(Op(op), [a.expr for a in args], canonical)
-        expr.checked_type = ty
-        return Value(expr, ty, None, any(a.from_param for a in args))
-
-    def tuple(self, values: Sequence[Value]) -> Value:
-        return Value(Tuple([v.expr for v in values]), TupleType(tuple(v.type for v in values)),
-                     None, any(v.from_param for v in values))
-
-    def item(self, value: Value, index: int) -> Value:
-        assert isinstance(value.type, TupleType)
-        return Value(TupleGetItem(value.expr, index), value.type.fields[index], None, value.from_param)
-
-    def static(self, value: Value | None, what: str) -> np.ndarray:
-        """The import-time contents of an input that must be constant (shapes, axes, pads)."""
-        if value is None or value.const is None:
-            raise Unsupported(f"{what} must be a constant known at import time (static shapes only)")
-        return value.const
-
-
-Converter = Callable[[Builder, Node], list[Value | None]]
 
 
 def load_onnx(path: str) -> onnx.ModelProto:
@@ -250,7 +152,6 @@ def import_model(model: onnx.ModelProto, *, embed_params: bool = False, source: 
     Every unsupported operator or attribute of the whole graph is reported in one
     `DiagnosticError` naming the nodes. `progress(stage, seconds)` is told each stage's time.
     """
-    from irtool.frontend.onnx_ops import CONVERTERS
 
     timings: dict[str, float] = {}
     started = time.perf_counter()

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from irtool.analysis.liveness import COPY, Step
+from irtool.analysis.steps import COPY, Step
 from irtool.codegen.entry import CONSTANTS, INPUTS, OUTPUTS, WORKSPACE, MainLayout, step_kernel
 from irtool.ir import tir
 from irtool.ops.registry import op_names

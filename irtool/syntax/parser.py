@@ -25,6 +25,7 @@ from irtool.ir.adt import (Clause, Constructor, Pattern, PatternConstructor, Pat
 from irtool.ir.expr import (EMPTY_ATTRS, Attrs, Call, Constant, Expr, Function, GlobalVar, If, Let, Match,
                             MetaRef, Op, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem, Var)
 from irtool.ir.module import IRModule
+from irtool.ir.tir import PrimFunc
 from irtool.core.span import Span
 from irtool.ir.types import (Any as AnyDim, FuncType, IncompleteType, RefType, TensorType, TupleType, Type,
                              TypeCall, TypeVar, parse_dtype)
@@ -752,3 +753,13 @@ class _Builder(TirActions):
 
     def dim_meta(self, ch: list[Any], start: int, end: int) -> AnyDim:
         raise self.token_error("symbolic dimensions (`meta[...]` in a shape) are not supported; use `?`", ch[0])
+
+
+def parse_primfunc(text: str, source_name: str = "<string>") -> PrimFunc:
+    """The one `primfn` of a module text (for tests and tools that handle a single kernel)."""
+    mod = parse_module(text, source_name)
+    funcs = [f for f in mod.functions.values() if isinstance(f, PrimFunc)]
+    if len(funcs) != 1 or len(mod.functions) != 1:
+        raise DiagnosticError(f"expected exactly one `primfn` definition, found {len(mod.functions)} definition(s)",
+                              SourceText(text, source_name).span(0, min(1, len(text))))
+    return funcs[0]

@@ -24,12 +24,14 @@ import re
 import numpy as np
 
 from irtool.ir.adt import Constructor, Pattern, PatternConstructor, PatternTuple, PatternVar, TypeData
-from irtool.ir.expr import (Attrs, AttrValue, Call, Constant, Expr, Function, GlobalVar, If, Let, Match,
-                            MetaRef, Op, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem, Var)
+from irtool.ir.expr import (Call, Constant, Expr, Function, GlobalVar, If, Let, Match, Op, RefCreate, RefRead,
+                            RefWrite, Tuple, TupleGetItem, Var)
 from irtool.ir.module import IRModule
 from irtool.ir.tir import PrimFunc
 from irtool.ir.types import IncompleteType, Type, type_to_text
 from irtool.ir.visitor import free_vars
+from irtool.syntax.text_format import Entries, flatten_entries, float_text, format_attrs
+from irtool.syntax.tir_printer import primfunc_entries
 
 VERSION_HEADER = '#[version = "0.0.5"]'
 
@@ -51,7 +53,6 @@ _VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_/]*")  # printed as is; others are 
 _VISIT, _BUILD, _LET_LINE, _LET_CHAIN, _BEGIN, _END, _CLAUSE = range(7)
 _MARK = object()  # on the dataflow stack: "the node below has its operands printed"
 
-Entries = list  # list[str | Entries]: lines, and nested blocks indented by two spaces
 Text = str | Entries  # a one-line text, or the entries of a multi-line one (first/last are lines)
 
 
@@ -72,7 +73,6 @@ def print_program(prog: IRModule | Expr, show_types: bool = False,
 
 
 def print_module(mod: IRModule, show_types: bool = False) -> str:
-    from irtool.syntax.tir_printer import primfunc_entries  # imports this module
     printer = _Printer(show_types)
     entries: Entries = [VERSION_HEADER]
     first = True
@@ -102,30 +102,12 @@ def print_expr(expr: Expr, show_types: bool = False,
 
 def _finish(entries: Entries, printer: _Printer, metadata: dict[str, list[object]]) -> str:
     lines: list[str] = []
-    _flatten(entries, lines)
+    flatten_entries(entries, lines)
     meta = printer.metadata_section(metadata)
     if meta:
         lines.append(meta)
     lines.append("")
     return "\n".join(lines)
-
-
-def _flatten(entries: Entries, out: list[str]) -> None:
-    """Nested entry lists to indented lines, iteratively."""
-    stack: list[tuple[Entries, int, str]] = [(entries, 0, "")]
-    append = out.append
-    while stack:
-        block, i, indent = stack.pop()
-        n = len(block)
-        while i < n:
-            entry = block[i]
-            i += 1
-            if type(entry) is str:
-                append(indent + entry if entry else entry)
-            else:
-                stack.append((block, i, indent))
-                stack.append((entry, 0, indent + "  "))
-                break
 
 
 def _type_def_entries(data: TypeData) -> Entries:
@@ -137,63 +119,6 @@ def _type_def_entries(data: TypeData) -> Entries:
         args = "(" + ", ".join(type_to_text(t) for t in ctor.inputs) + ")" if ctor.inputs else ""
         ctors.append(f"{ctor.name}{args},")
     return [f"type {data.name}{tparams} {{", ctors, "}"]
-
-
-def format_attr_value(value: AttrValue) -> str:
-    """An attribute value as the text writes it (`True`, `2`, `1e-05f`, `"NCHW"`, `[1, 1]`, `None`)."""
-    t = type(value)
-    if t is bool:
-        return "True" if value else "False"
-    if t is int:
-        return str(value)
-    if t is float:
-        return repr(value) + "f"
-    if t is str:
-        return '"' + value + '"'  # type: ignore[operator]
-    if t is tuple:
-        return "[" + ", ".join(format_attr_value(v) for v in value) + "]"  # type: ignore[union-attr]
-    if value is None:
-        return "None"
-    if t is MetaRef:
-        return repr(value)
-    if isinstance(value, np.generic):
-        return format_attr_value(value.item())
-    raise TypeError(f"cannot print attribute value {value!r}")
-
-
-def format_attrs(attrs: Attrs) -> str:
-    parts = []
-    # The underlying dict: `Mapping.items()` would go through `__getitem__` once per key.
-    for key, value in attrs._items.items():
-        if type(value) is tuple and all(type(v) is int for v in value):
-            parts.append(f"{key}=[{', '.join(map(str, value))}]")  # the common `[1, 1]`, fast
-        else:
-            parts.append(f"{key}={format_attr_value(value)}")
-    return ", ".join(parts)
-
-
-def float_text(value: np.floating) -> str:
-    """The shortest decimal that reads back to exactly `value` in its own dtype (`1e-05`, `3`, `inf`).
-
-    Positional or scientific as C's `%g` would choose (`100000`, `1e+11`, `0.0001`, `1e-05`), but
-    with as many digits as the value needs; no `.0` (`3f`, as TVM writes it).
-    """
-    if np.isnan(value):
-        return "nan"
-    if np.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    if value == 0:
-        return "-0" if np.signbit(value) else "0"
-    text = np.format_float_scientific(value, unique=True, trim="-")
-    mantissa, exponent = text.split("e")
-    digits = len(mantissa) - mantissa.count(".") - mantissa.count("-")
-    if -4 <= int(exponent) < max(6, digits):
-        return np.format_float_positional(value, unique=True, trim="-")
-    if abs(float(text)) > float(np.finfo(value.dtype).max):
-        # Near the top of the range the shortest digits can exceed the maximum, which a parser
-        # (TVM's too) rejects as out of range; the exact double value is within it.
-        return repr(float(value))
-    return text
 
 
 def scalar_literal(data: np.ndarray) -> str | None:

@@ -317,15 +317,3 @@ def _cast(dtype: str, value: PrimExpr, span: Span) -> PrimExpr:
         if type(value) is FloatImm and is_float(dtype):
             return FloatImm(value.value, dtype, span)
     return Cast(dtype, value, span)
-
-
-def parse_primfunc(text: str, source_name: str = "<string>") -> PrimFunc:
-    """The one `primfn` of a module text (for tests and tools that handle a single kernel)."""
-    from irtool.syntax.parser import parse_module   # the parser mixes these actions in
-
-    mod = parse_module(text, source_name)
-    funcs = [f for f in mod.functions.values() if isinstance(f, PrimFunc)]
-    if len(funcs) != 1 or len(mod.functions) != 1:
-        raise DiagnosticError(f"expected exactly one `primfn` definition, found {len(mod.functions)} definition(s)",
-                              SourceText(text, source_name).span(0, min(1, len(text))))
-    return funcs[0]

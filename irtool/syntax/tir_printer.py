@@ -19,7 +19,7 @@ from irtool.ir.tir import (INFIX_SYMBOLS, Allocate, AssertStmt, BinaryOp, Broadc
                            BufferStore, Call, Cast, Evaluate, FloatImm, For, IfExpr, IfThenElse, IntImm, LetStmt, Not,
                            PrimExpr, PrimFunc, Ramp, Select, SeqStmt, Stmt, Var, children)
 from irtool.core.diagnostics import DiagnosticError
-from irtool.syntax.printer import Entries, _flatten, float_text, format_attr_value, format_attrs
+from irtool.syntax.text_format import Entries, flatten_entries, float_text, format_attr_value, format_attrs
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_/]*")
 _INT_SUFFIX = {"int32": "", "int64": "i64", "int16": "i16", "int8": "i8"}
@@ -33,7 +33,7 @@ _KIND_TEXT = {"serial": "range", "parallel": "parallel", "vectorized": "vectoriz
 def print_primfunc(name: str, func: PrimFunc) -> str:
     """One `primfn` definition as text (a module prints its PrimFuncs through `primfunc_entries`)."""
     lines: list[str] = []
-    _flatten(primfunc_entries(name, func), lines)
+    flatten_entries(primfunc_entries(name, func), lines)
     return "\n".join(lines) + "\n"
 
 

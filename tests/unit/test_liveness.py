@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from support.programs import CHAIN
 
-from irtool.analysis.liveness import (ALIAS, CALL, CONSTANT, COPY, HOISTED, KERNEL, PARAM, Liveness, compute_liveness,
-                                     tensor_bytes)
+from irtool.analysis.liveness import compute_liveness
+from irtool.analysis.steps import ALIAS, CALL, CONSTANT, COPY, HOISTED, KERNEL, PARAM, Liveness, tensor_bytes
 from irtool.analysis.typecheck import infer_types
 from irtool.ir import TensorType
 from irtool.passes import run

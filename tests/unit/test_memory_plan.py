@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.programs import CHAIN
 
-from irtool.analysis.liveness import CALL, KERNEL, Liveness, PlannedTensor, Step, compute_liveness
+from irtool.analysis.liveness import compute_liveness
+from irtool.analysis.steps import CALL, KERNEL, Liveness, PlannedTensor, Step
 from irtool.analysis.memory_plan import (ORDERS, buffers_bound, place_buffers, plan_buffers, INPUT, TOKEN, MemoryPlan,
                                          _FreeList, plan_greedy_best, plan_greedy_by_size, plan_memory, plan_none,
                                          plan_tvm_greedy)

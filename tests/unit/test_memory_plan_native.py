@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from irtool.analysis.liveness import Liveness
+from irtool.analysis.steps import Liveness
 from irtool.analysis.memory_plan import MemoryPlan, align_up, concat_parents, concats_in_place
 from irtool.analysis.plan_attrs import plan_liveness, read_plan
 from irtool.analysis.typecheck import infer_types

@@ -6,7 +6,7 @@ import pytest
 
 from irtool.ir.tir import BufferStore, For, IntImm, PrimFunc, Var, seq
 from irtool.ir.tir_equality import tir_structural_equal, tir_structural_hash
-from irtool.syntax.tir_builder import parse_primfunc
+from irtool.syntax.parser import parse_primfunc
 
 BASE = """primfn @k(%A: Buffer[(4, 4), float32], %B: Buffer[(4), int32], global_symbol="k") {
   for %i in range(0, 4) {

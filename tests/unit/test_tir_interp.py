@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from irtool.eval.tir_interp import INTRINSIC_IMPLS, compile_primfunc, run_primfunc
 from irtool.ir.tir import INTRINSICS
 from irtool.core.diagnostics import DiagnosticError
-from irtool.syntax.tir_builder import parse_primfunc
+from irtool.syntax.parser import parse_primfunc
 
 RNG = np.random.default_rng(7)
 

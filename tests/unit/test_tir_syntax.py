@@ -16,7 +16,7 @@ from irtool.ir.tir import (Allocate, AssertStmt, BinaryOp, Broadcast, Buffer, Bu
 from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse, parse_module
 from irtool.syntax.printer import print_module
-from irtool.syntax.tir_builder import parse_primfunc
+from irtool.syntax.parser import parse_primfunc
 from irtool.syntax.tir_printer import print_primfunc
 
 HEADER = "primfn @k(%A: Buffer[(4, 8), float32], %B: Buffer[(8), int32]) {\n"

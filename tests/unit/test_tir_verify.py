@@ -9,7 +9,7 @@ from irtool.core.span import Span
 from irtool.ir.tir import (Allocate, BinaryOp, Buffer, BufferLoad, BufferStore, For, IntImm, LetStmt, PrimFunc,
                            Var, seq)
 from irtool.core.diagnostics import DiagnosticError
-from irtool.syntax.tir_builder import parse_primfunc
+from irtool.syntax.parser import parse_primfunc
 
 HEADER = ("primfn @k(%A: Buffer[(4, 8), float32], %B: Buffer[(8), int32], %V: Buffer[(2), float32x4]) {\n")
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from irtool.frontend.onnx import Builder, Converter, Node, Unsupported, Value
+from irtool.frontend.onnx_values import Builder, Converter, Node, Unsupported, Value
 
 CONVERTERS: dict[str, Converter] = {}
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from irtool.frontend.onnx import Builder, Node, Unsupported, Value
+from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value
 from irtool.frontend.onnx_ops.common import (converter, int_list, required, reshaped, scalar, transposed)
 
 def _spatial_pads(node: Node, in_sizes: Sequence[int], kernel: Sequence[int], strides: Sequence[int],

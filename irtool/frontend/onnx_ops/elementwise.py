@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from irtool.frontend.onnx import Builder, Node, Unsupported, Value, relay_dtype
+from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value, relay_dtype
 from irtool.frontend.onnx_ops.common import (converter, norm_axis, required, reshaped, scalar)
 
 _UNARY = {"Relu": "nn.relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "Log": "log",

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from irtool.frontend.onnx import Builder, Node, Unsupported, Value
+from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value
 from irtool.frontend.onnx_ops.common import (converter, norm_axis, required, reshaped, scalar, transposed)
 
 @converter("BatchNormalization")

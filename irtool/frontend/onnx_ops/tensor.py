@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from irtool.frontend.onnx import Builder, Node, Unsupported, Value
+from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value
 from irtool.frontend.onnx_ops.common import (converter, int_list, norm_axis, required, reshaped, scalar, transposed)
 
 @converter("Pad")
