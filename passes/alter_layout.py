@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 
 from irtool.passes.base import ModulePass
-from irtool.passes.simplify_inference import op_call
 
 from irtool.analysis.typecheck import infer_types
 from irtool.ir.expr import Call, Constant, Expr, Op, Var
@@ -34,6 +33,7 @@ from irtool.ir.visitor import ExprMutator, post_order
 from irtool.lower.schedules import host_register_tile
 from irtool.lower.schedules.dense import weight_layout_for
 from irtool.lower.schedules.tile import RegisterTile
+from irtool.ops.apply import op_call
 from irtool.ops.registry import get_op
 
 

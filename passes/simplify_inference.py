@@ -17,18 +17,11 @@ import numpy as np
 from irtool.analysis.typecheck import infer_types
 from irtool.ir.expr import Call, Constant, Expr, Function, Op, TupleGetItem
 from irtool.ir.module import IRModule
-from irtool.core.span import Span
 from irtool.ir.types import TensorType
 from irtool.ir.visitor import ExprMutator, post_order
+from irtool.ops.apply import op_call
 from irtool.ops.registry import get_op
 from irtool.passes.base import ModulePass
-
-
-def op_call(name: str, args: list[Expr], span: Span | None, **attrs: object) -> Call:
-    """A call of a registered operator with canonical (non-default) attributes."""
-    opdef = get_op(name)
-    assert opdef is not None, name
-    return Call(Op(name), args, opdef.normalize_attrs(attrs, span), span)  # type: ignore[arg-type]
 
 
 def _batch_norm(call: Call, args: list[Expr]) -> Expr | None:

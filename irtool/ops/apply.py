@@ -1,4 +1,5 @@
-"""Applying one operator to concrete values with every facet checked against the others.
+"""Applying one operator: to IR arguments (`op_call`, a canonical `Call` that rewriting passes
+build), or to concrete values with every facet checked against the others (`apply_op`).
 
 Used by tests and by tools that evaluate a single call (constant folding, the interpreter's
 debugging mode): attributes are validated, the type relation predicts the result type, the
@@ -11,10 +12,17 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from irtool.ir.expr import AttrValue
+from irtool.ir.expr import AttrValue, Call, Expr, Op
 from irtool.core.span import Span
 from irtool.ir.types import TensorType, TupleType, Type
 from irtool.ops.registry import Value, get_op
+
+
+def op_call(name: str, args: list[Expr], span: Span | None, **attrs: object) -> Call:
+    """A call of a registered operator with canonical (non-default) attributes."""
+    opdef = get_op(name)
+    assert opdef is not None, name
+    return Call(Op(name), args, opdef.normalize_attrs(attrs, span), span)  # type: ignore[arg-type]
 
 
 def value_type(value: Value) -> Type:
