@@ -13,7 +13,7 @@ tensor, a storage and a byte offset in it. Three planners:
 - `greedy-best`: the same placement and repair in four orders (largest, largest size x lifetime,
   longest-lived first, and first the buffers live where the most bytes are), keeping the
   smallest arena, then a short seeded local search over the order while above the bound.
-- `tvm-greedy`: TVM's GraphPlanMemory token allocator as DESIGN.md restates it: parameters and
+- `tvm-greedy`: TVM's GraphPlanMemory token allocator: parameters and
   constants get storages never reused; each step output requests a free storage (smallest in
   [S, 16 S], else the largest in [S/16, S), which grows), else a new one.
 - `none`: AOT's on-demand allocator, every tensor its own storage.

@@ -651,7 +651,7 @@ def corpus_programs() -> list[Path]:
     return sorted(CORPUS.glob("*.relay")) if CORPUS.is_dir() else []
 
 
-@pytest.mark.skipif(not corpus_programs(), reason="TVM corpus (../shared/corpus/tvm-relay) not present")
+@pytest.mark.skipif(not corpus_programs(), reason="the TVM Relay corpus is not present")
 def test_corpus_programs_fuse_and_round_trip() -> None:
     """Every corpus program that type-checks still does after fusion, and prints/re-parses stably."""
     fused = 0

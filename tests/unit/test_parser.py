@@ -550,12 +550,12 @@ def corpus_files(sub: str = "") -> list[Path]:
     return sorted(folder.glob("*.relay")) if folder.is_dir() else []
 
 
-@pytest.mark.skipif(not CORPUS.is_dir(), reason="TVM corpus (../shared/corpus) not present")
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="the TVM Relay corpus is not present")
 def test_corpus_counts() -> None:
     assert len(corpus_files()) == 177 and len(corpus_files("invalid")) == 11
 
 
-@pytest.mark.skipif(not CORPUS.is_dir(), reason="TVM corpus (../shared/corpus) not present")
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="the TVM Relay corpus is not present")
 @pytest.mark.parametrize("path", corpus_files(), ids=lambda p: p.name)
 def test_corpus_program_parses(path: Path) -> None:
     # INDEX.md says how TVM's tests parsed each program: `module` (parse) or `expr` (parse_expr).
@@ -565,7 +565,7 @@ def test_corpus_program_parses(path: Path) -> None:
     assert isinstance(result, IRModule if entry[path.name] == "module" else Expr)
 
 
-@pytest.mark.skipif(not CORPUS.is_dir(), reason="TVM corpus (../shared/corpus) not present")
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="the TVM Relay corpus is not present")
 @pytest.mark.parametrize("path", corpus_files("invalid"), ids=lambda p: p.name)
 def test_corpus_invalid_program_is_rejected_with_a_location(path: Path) -> None:
     with pytest.raises(DiagnosticError) as info:
