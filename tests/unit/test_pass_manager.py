@@ -193,3 +193,38 @@ def test_timing_table_lists_each_pass() -> None:
     assert names == ["inline", "dead-code", "Total"]
     seconds = [float(r.split()[0]) for r in rows if "%)  " in r]
     assert abs(sum(seconds[:-1]) - seconds[-1]) < 1e-3
+
+
+def test_the_catalog_names_every_pass_class_once() -> None:
+    """Every `ModulePass` defined in `passes/` is in `catalog.BUILTIN` under its own `name`, and
+    listing the passes loads them from the table (no module registers itself on import)."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import irtool.passes
+    from irtool.passes.base import ModulePass
+    from irtool.passes.catalog import BUILTIN, get_pass
+
+    defined = {}
+    for info in pkgutil.iter_modules(irtool.passes.__path__):
+        module = importlib.import_module(f"irtool.passes.{info.name}")
+        for attr, cls in vars(module).items():
+            if (inspect.isclass(cls) and issubclass(cls, ModulePass) and cls.__module__ == module.__name__
+                    and not attr.startswith("_") and hasattr(cls, "name")):
+                defined[cls.name] = (info.name, attr)
+    assert defined == BUILTIN
+    assert all(name.endswith("Pass") for _, name in BUILTIN.values())
+    assert all(get_pass(name).name == name for name in BUILTIN)  # type: ignore[union-attr]
+
+
+def test_a_pipeline_imports_only_the_passes_it_names() -> None:
+    import json
+    import subprocess
+    import sys
+    probe = ("import json, sys, irtool.passes as p; p.parse_pipeline('inline'); "
+             "print(json.dumps(sorted(m for m in sys.modules if m.startswith('irtool.passes.'))))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    loaded = json.loads(done.stdout)
+    assert "irtool.passes.inline" in loaded
+    assert not {"irtool.passes.fuse_ops", "irtool.passes.lower", "irtool.passes.tir_loops"} & set(loaded)
