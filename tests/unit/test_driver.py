@@ -1,0 +1,80 @@
+"""The build driver prepares what code generation takes (lowered, planned, parallel loops chosen),
+and code generation refuses anything else with a located error."""
+
+from __future__ import annotations
+
+import pytest
+
+from irtool.analysis.liveness import compute_liveness
+from irtool.analysis.memory_plan import plan_memory
+from irtool.analysis.plan_attrs import annotate, read_plan
+from irtool.analysis.typecheck import infer_types
+from irtool.codegen import generate_module
+from irtool.core.diagnostics import DiagnosticError
+from irtool.driver import ensure_lowered, parallelize_kernels, plan_if_missing, prepare
+from irtool.ir.tir import For, PrimFunc
+from irtool.syntax.parser import parse_module
+from irtool.target import TargetOptions
+from irtool.tir_transform.mutator import walk_stmts
+
+# Two kernels of 2^20 elements (enough work for a thread each); `exp` may write over its input.
+BIG = """#[version = "0.0.5"]
+def @main(%x: Tensor[(1024, 1024), float32], %y: Tensor[(1024, 1024), float32]) {
+  %0 = add(%x, %y);
+  %1 = annotation.stop_fusion(%0);
+  %2 = exp(%1);
+  %3 = annotation.stop_fusion(%2);
+  negative(%3)
+}
+"""
+
+
+def _parallel_loops(func: PrimFunc) -> int:
+    return sum(1 for s in walk_stmts(func.body) if isinstance(s, For) and s.kind == "parallel")
+
+
+def test_codegen_refuses_a_module_that_is_not_lowered() -> None:
+    mod = parse_module(BIG, "big.relay")
+    with pytest.raises(DiagnosticError, match="takes a lowered module") as info:
+        generate_module(mod, "m", TargetOptions(opt_level=0))
+    assert info.value.diagnostics[0].span is not None and info.value.diagnostics[0].span.line == 2
+
+
+def test_codegen_refuses_a_lowered_module_without_a_plan_and_the_driver_plans_it() -> None:
+    lowered = ensure_lowered(parse_module(BIG, "big.relay"))
+    with pytest.raises(DiagnosticError, match="no memory plan") as info:
+        generate_module(lowered, "m", TargetOptions(opt_level=0))
+    assert info.value.diagnostics[0].span is not None and info.value.diagnostics[0].span.line == 2
+    planned = prepare(lowered, TargetOptions(opt_level=0))
+    assert planned.functions["main"].attrs["memory_plan"] == "greedy-by-size"
+    abi = generate_module(planned, "m", TargetOptions(opt_level=0)).abi
+    # add and exp need their 4 MiB each in the workspace; negative writes into the caller's output.
+    assert abi is not None and abi.workspace_bytes == 2 * 4 * 1024 * 1024
+
+
+def test_an_existing_plan_is_kept() -> None:
+    lowered = ensure_lowered(parse_module(BIG, "big.relay"))
+    infer_types(lowered)
+    live = compute_liveness(lowered, "main")
+    mine = annotate(lowered, live, plan_memory(live, "tvm-greedy", 64))
+    assert plan_if_missing(mine) is mine
+    infer_types(mine)
+    plan = read_plan(compute_liveness(mine, "main"))
+    assert plan is not None and plan.algorithm == "tvm-greedy"
+
+
+def test_threads_mark_parallel_loops_except_in_kernels_called_in_place() -> None:
+    lowered = ensure_lowered(parse_module(BIG, "big.relay"))
+    infer_types(lowered)
+    live = compute_liveness(lowered, "main")
+    plan = plan_memory(live, "greedy-by-size", 64)
+    exp_step = live.steps[1]
+    plan.placement[exp_step.outputs[0]] = plan.placement[exp_step.inputs[0]]   # exp over its input
+    in_place = annotate(lowered, live, plan)
+    serial = parallelize_kernels(in_place, 1)
+    assert serial is in_place
+    threaded = parallelize_kernels(in_place, 2)
+    loops = {name: _parallel_loops(f) for name, f in threaded.functions.items() if isinstance(f, PrimFunc)}
+    assert loops["fused_exp"] == 0
+    assert loops["fused_add"] >= 1 and loops["fused_negative"] >= 1
+    assert all(_parallel_loops(f) == 0 for f in in_place.functions.values() if isinstance(f, PrimFunc))
