@@ -1,7 +1,7 @@
 """The one loop-dependence analysis: whether distinct iterations of a loop touch disjoint
 elements of what they write (`iterations_disjoint`: the test behind `parallel` and `vectorized`
-loops, marked by hand with `tir-parallel`/`tir-vectorize` or chosen by `tir-parallelize`), and
-which loops of a nest pick the element a statement updates (`element_pickers`: what
+loops, marked by hand with `tir-parallelize{loop=i}`/`tir-vectorize` or chosen by `tir-parallelize`),
+and which loops of a nest pick the element a statement updates (`element_pickers`: what
 `tir-reorder` must keep in order). Both read the same table of accesses (`written_accesses`).
 
 Disjoint iterations: a loop `%v` is safe when every buffer its body writes (other than scratch
