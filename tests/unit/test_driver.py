@@ -46,10 +46,11 @@ def test_codegen_refuses_a_lowered_module_without_a_plan_and_the_driver_plans_it
         generate_module(lowered, "m", TargetOptions(opt_level=0))
     assert info.value.diagnostics[0].span is not None and info.value.diagnostics[0].span.line == 2
     planned = prepare(lowered, TargetOptions(opt_level=0))
-    assert planned.functions["main"].attrs["memory_plan"] == "greedy-by-size"
-    abi = generate_module(planned, "m", TargetOptions(opt_level=0)).abi
+    attrs = planned.functions["main"].attrs
     # add and exp need their 4 MiB each in the workspace; negative writes into the caller's output.
-    assert abi is not None and abi.workspace_bytes == 2 * 4 * 1024 * 1024
+    assert attrs["memory_plan"] == "greedy-by-size" and attrs["workspace_bytes"] == 2 * 4 * 1024 * 1024
+    abi = generate_module(planned, "m", TargetOptions(opt_level=0)).abi
+    assert abi is not None and 2 * 4 * 1024 * 1024 <= abi.workspace_bytes < 2 * 4 * 1024 * 1024 + 64
 
 
 def test_an_existing_plan_is_kept() -> None:
