@@ -110,9 +110,13 @@ def buffer_access(func: PrimFunc) -> tuple[set[int], set[int]]:
 def _accessed(root: Stmt) -> tuple[set[int], set[int]]:
     loads: set[int] = set()
     stores: set[int] = set()
+    seen: set[int] = set()   # each shared node once: a DAG is walked in its own size
     stack: list[object] = [root]
     while stack:
         node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
         if isinstance(node, BufferLoad):
             loads.add(id(node.buffer))
         elif isinstance(node, BufferStore):
@@ -453,11 +457,19 @@ class FunctionEmitter:
 
     # -- expressions: post-order over an explicit stack; `if_then_else` opens blocks
     def expr(self, root: PrimExpr) -> str:
+        """The SSA value of `root`. A node shared within it is emitted once (memoised on identity:
+        a DAG of fused elements must not become a tree); a value computed inside an
+        `if_then_else` arm is reused only inside that arm, where it dominates."""
         results: list[str] = []
+        scopes: list[dict[int, str]] = [{}]
         tasks: list[tuple[str, PrimExpr, tuple[str, ...]]] = [("eval", root, ())]
         while tasks:
             kind, node, state = tasks.pop()
             if kind == "eval":
+                known = next((s[id(node)] for s in reversed(scopes) if id(node) in s), None)
+                if known is not None:
+                    results.append(known)
+                    continue
                 if isinstance(node, IfExpr):
                     tasks.append(("if_cond", node, ()))
                     tasks.append(("eval", node.cond, ()))
@@ -471,11 +483,13 @@ class FunctionEmitter:
                 if n:
                     del results[-n:]
                 results.append(self.operation(node, args))
+                scopes[-1][id(node)] = results[-1]
             elif kind == "if_cond":
                 cond = results.pop()
                 then, other, join = self.label("if_true"), self.label("if_false"), self.label("if_join")
                 self.lines.append(f"  br i1 {cond}, label %{then}, label %{other}")
                 self.start_block(then)
+                scopes.append({})
                 tasks.append(("if_then", node, (other, join)))
                 tasks.append(("eval", node.true_value, ()))  # type: ignore[attr-defined]
             elif kind == "if_then":
@@ -483,14 +497,17 @@ class FunctionEmitter:
                 tasks.append(("if_else", node, (join, results.pop(), self.block)))
                 self.lines.append(f"  br label %{join}")
                 self.start_block(other)
+                scopes[-1] = {}
                 tasks.append(("eval", node.false_value, ()))  # type: ignore[attr-defined]
             else:  # if_else
                 join, then_value, then_block = state
                 else_value, else_block = results.pop(), self.block
+                scopes.pop()
                 self.lines.append(f"  br label %{join}")
                 self.start_block(join)
                 results.append(self.emit(f"phi {value_type(node.dtype)} [ {then_value}, %{then_block} ], "
                                          f"[ {else_value}, %{else_block} ]"))
+                scopes[-1][id(node)] = results[-1]
         return results[0]
 
     @staticmethod

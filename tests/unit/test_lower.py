@@ -7,7 +7,8 @@ import pytest
 
 from irtool.eval.interpreter import flatten_value, run_function
 from irtool.ir import Call, GlobalVar, IRModule, Op, Tuple, TupleGetItem
-from irtool.ir.tir import Allocate, BufferStore, For, PrimFunc, children
+from irtool.eval.tir_interp import run_primfunc
+from irtool.ir.tir import Allocate, BufferStore, For, LetStmt, PrimFunc, children
 from irtool.ir.visitor import post_order
 from irtool.lower.signature import primfunc_type
 from irtool.passes import run
@@ -312,3 +313,31 @@ def @main(%x: Tensor[(3), float32]) {
     assert s.shape == () and s == 7
     np.testing.assert_array_equal(o2, [4, 8, 16])
     assert s2 == 14
+
+
+def _doubling_chain(depth: int, dtype: str = "float32") -> str:
+    lines = [f"def @main(%x: Tensor[(4), {dtype}]) {{", "  %0 = add(%x, %x);"]
+    lines += [f"  %{k} = add(%{k - 1}, %{k - 1});" for k in range(1, depth)]
+    return "\n".join([*lines, f"  %{depth - 1}", "}", ""])
+
+
+def test_a_shared_value_is_bound_once_not_expanded_into_a_tree() -> None:
+    """A fused doubling chain of depth 200 (a DAG whose tree has 2^200 nodes) lowers to one `let`
+    per shared level, and the kernel's tree is linear in the depth."""
+    mod = lowered(_doubling_chain(200))
+    (func,) = kernels(mod).values()
+    nodes = tir_nodes(func)
+    assert sum(type(n) is LetStmt for n in nodes) == 199
+    assert len(nodes) < 200 * 8
+    x = np.array([2.0 ** -149, 2.0 ** -140, -(2.0 ** -145), 0.0], np.float32)
+    out = np.zeros(4, np.float32)
+    run_primfunc(func, [x, out])
+    np.testing.assert_array_equal(out, x * np.float32(2.0 ** 100) * np.float32(2.0 ** 100))
+
+
+def test_small_sharing_stays_inline() -> None:
+    """Ordinary reuse (`x * x`, one load used twice) is not worth a `let`: kernels of ordinary
+    models are unchanged."""
+    mod = lowered("def @main(%x: Tensor[(4), float32]) {\n  %0 = multiply(%x, %x);\n  add(%0, %0)\n}\n")
+    (func,) = kernels(mod).values()
+    assert not any(type(n) is LetStmt for n in tir_nodes(func))
