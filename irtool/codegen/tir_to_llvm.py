@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 from irtool.ir.tir import (Allocate, AssertStmt, BinaryOp, Broadcast, Buffer, BufferLoad, BufferStore, Call, Cast,
                            Evaluate, FloatImm, For, IfExpr, IfThenElse, IntImm, LetStmt, Not, PrimExpr, PrimFunc,
-                           Ramp, Select, SeqStmt, Stmt, Var, children, element_of, is_bool, is_float, lanes_of,
-                           with_lanes)
+                           Ramp, Select, SeqStmt, Stmt, Var, children, element_of, int_range, is_bool, is_float,
+                           lanes_of, with_lanes)
 from irtool.codegen.types import (constant, element_bytes, intrinsic_suffix, is_unsigned, memory_type,
                                   scalar_type, value_type)
 from irtool.codegen.parallel import body_of, emit_parallel_loop, loop_bound
@@ -273,6 +273,11 @@ class FunctionEmitter:
         """Opens the loop (header, body block) and returns what closes it after the body."""
         ty = value_type(node.var.dtype)
         unsigned = is_unsigned(node.var.dtype)
+        low, high = int_range(node.var.dtype)
+        for bound in (node.begin, node.end):
+            if isinstance(bound, IntImm) and not low <= bound.value <= high:
+                raise self.fail(f"loop bound {bound.value} does not fit the {node.var.dtype} loop variable "
+                                f"%{node.var.name} (use an int64 one)", node)
         begin = self.expr(node.begin)
         end = self.expr(node.end)
         pre = self.block

@@ -3,7 +3,8 @@
 Parameters become input buffers (a tuple-typed parameter one buffer per field), then each
 operator's `tir_compute` rule builds a tensor expression, and `te.Builder` turns the result into
 loop nests writing the output buffers (destination-passing style: inputs, then outputs); values a
-store uses more than once become `let`s where expanding them would blow up (`lower.share`).
+store uses more than once become `let`s where expanding them would blow up (`lower.share`), and
+index arithmetic is 64-bit in a kernel whose indices may exceed int32 (`tir_transform.index_width`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from irtool.lower.errors import LoweringError
 from irtool.lower.share import bind_shared
 from irtool.lower.te import Builder, Compute, Placeholder, Tensor, imm
 from irtool.ops.registry import get_op
+from irtool.tir_transform.index_width import widen_indices
 from irtool.syntax.diagnostics import DiagnosticError
 
 TEValue = Tensor | tuple
@@ -124,7 +126,8 @@ def lower_primitive(fn: Function) -> LoweredPrimitive:
                for j, t in enumerate(out_types)]
     builder = Builder()
     body = bind_shared(builder.function_body(list(zip(_flatten_value(result), outputs))))
-    func = PrimFunc([*inputs, *const_bufs, *outputs], body, Attrs({"num_outputs": len(outputs)}), fn.span)
+    func = widen_indices(PrimFunc([*inputs, *const_bufs, *outputs], body, Attrs({"num_outputs": len(outputs)}),
+                                  fn.span))
     return LoweredPrimitive(func, constants, op_names)
 
 

@@ -67,3 +67,25 @@ def test_doubling_dag_of_depth_200_compiles_and_matches_the_interpreter(tmp_path
     want = x * np.float32(2.0 ** 100) * np.float32(2.0 ** 100)   # x * 2^200, exact in float32
     np.testing.assert_array_equal(results[0], want)
     np.testing.assert_array_equal(results[1], want)
+
+
+# ---- dimensions of 2^31 and more get 64-bit indices ----------------------------------------
+
+def test_a_loop_over_more_than_int32_elements_is_compiled_with_int64(tmp_path: Path) -> None:
+    """`Tensor[(2147483648), int8]` once compiled to a loop that never ran, and a dimension of
+    99999999999 to one of 1215752191 iterations; both loops now count in i64. The native run
+    reduces an inlined fill of 2^31 + 5 elements (cheap: no buffer is large)."""
+    for n in (2147483648, 99999999999):
+        src = write(tmp_path, "neg.relay", f"def @main(%x: Tensor[({n}), int8]) {{\n  negative(%x)\n}}\n")
+        proc = run_tool("irtool-llc", src, "--emit=llvm", "-O0", "--mcpu=x86-64",
+                        "--mtriple=x86_64-unknown-linux-gnu", cwd=tmp_path, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert f"icmp slt i64 %t1, {n}" in proc.stdout and " i32 %t1" not in proc.stdout, proc.stdout
+    src = write(tmp_path, "sum.relay",
+                'def @main(%v: Tensor[(), int64]) {\n  sum(full(%v, shape=[2147483653], dtype="int64"))\n}\n')
+    np.savez(tmp_path / "in.npz", v=np.array(3, np.int64))
+    proc = run_tool("irtool-run", src, "--backend=native", "--inputs", tmp_path / "in.npz", "-o", tmp_path / "out.npz",
+                    cwd=tmp_path, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    with np.load(tmp_path / "out.npz") as data:
+        assert int(data[data.files[0]]) == 3 * 2147483653

@@ -307,3 +307,12 @@ def test_a_value_shared_into_a_conditional_arm_is_recomputed_outside_it() -> Non
     a, b = np.array([1.0, -1.0, 2.0, 0.0], np.float32), np.array([3.0, 5.0, -1.0, 4.0], np.float32)
     out = _same_as_interpreter(func, [a, b, np.zeros(4, np.float32)])[2]
     np.testing.assert_array_equal(out, [16.0, 4.0, 1.0, 4.0])
+
+
+def test_a_loop_bound_outside_the_loop_variable_type_is_refused() -> None:
+    """Hand-built TIR whose int32 loop would run to 3e9 is refused, not silently wrapped."""
+    a, i = Buffer("a", (4,), "int8"), Var("i", "int32")
+    func = PrimFunc([a], For(i, IntImm(0), IntImm(3_000_000_000), "serial",
+                             BufferStore(a, [IntImm(0)], IntImm(1, "int8"))))
+    with pytest.raises(DiagnosticError, match="loop bound 3000000000 does not fit the int32 loop variable %i"):
+        generate_module(_module(func), "m", TargetOptions(opt_level=0))

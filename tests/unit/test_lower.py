@@ -8,12 +8,14 @@ import pytest
 from irtool.eval.interpreter import flatten_value, run_function
 from irtool.ir import Call, GlobalVar, IRModule, Op, Tuple, TupleGetItem
 from irtool.eval.tir_interp import run_primfunc
-from irtool.ir.tir import Allocate, BufferStore, For, LetStmt, PrimFunc, children
+from irtool.analysis.tir_verify import verify_primfunc
+from irtool.ir.tir import Allocate, BinaryOp, BufferStore, For, LetStmt, PrimFunc, children
 from irtool.ir.visitor import post_order
 from irtool.lower.signature import primfunc_type
 from irtool.passes import run
 from irtool.syntax.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse_module
+from irtool.tir_transform.index_width import needs_int64
 
 HEADER = '#[version = "0.0.5"]\n'
 
@@ -341,3 +343,42 @@ def test_small_sharing_stays_inline() -> None:
     mod = lowered("def @main(%x: Tensor[(4), float32]) {\n  %0 = multiply(%x, %x);\n  add(%0, %0)\n}\n")
     (func,) = kernels(mod).values()
     assert not any(type(n) is LetStmt for n in tir_nodes(func))
+
+
+def _loop_dtypes(func: PrimFunc) -> set[str]:
+    return {n.var.dtype for n in tir_nodes(func) if type(n) is For}
+
+
+@pytest.mark.parametrize("n,want", [(4, "int32"), (2 ** 31 - 1, "int32"), (2 ** 31, "int64"), (99999999999, "int64")])
+def test_index_type_is_int64_only_where_int32_may_overflow(n: int, want: str) -> None:
+    (func,) = kernels(lowered(f"def @main(%x: Tensor[({n}), int8]) {{\n  negative(%x)\n}}\n")).values()
+    assert _loop_dtypes(func) == {want}
+    assert needs_int64(func) == (want == "int64")
+    (loop,) = [s for s in tir_nodes(func) if type(s) is For]
+    assert loop.end.value == n and loop.end.dtype == want
+
+
+def test_an_inlined_tensor_over_int32_widens_its_reduction_loop() -> None:
+    """No buffer is large, but the reduction runs over an inlined 2^31 + 5 element fill."""
+    (func,) = kernels(lowered('def @main(%v: Tensor[(), int64]) {\n'
+                              '  sum(full(%v, shape=[2147483653], dtype="int64"))\n}\n')).values()
+    assert _loop_dtypes(func) == {"int64"}
+    verify_primfunc(func)
+
+
+def test_a_flattened_index_over_int32_is_computed_in_int64() -> None:
+    """reshape of a (2^16, 2^16) tensor: each dimension fits int32, the flat index does not."""
+    (func,) = kernels(lowered("def @main(%x: Tensor[(65536, 65536), int8]) {\n"
+                              "  negative(reshape(%x, newshape=[4294967296]))\n}\n")).values()
+    assert _loop_dtypes(func) == {"int64"}
+    verify_primfunc(func)
+    int32_index_math = [n for n in tir_nodes(func) if type(n) is BinaryOp and n.dtype == "int32"]
+    assert not int32_index_math
+
+
+def test_take_along_an_axis_over_int32_keeps_its_position_in_int64() -> None:
+    (func,) = kernels(lowered("def @main(%x: Tensor[(3000000000), int8], %i: Tensor[(2), int64]) {\n"
+                              "  take(%x, %i, axis=0)\n}\n")).values()
+    (load,) = [n for n in tir_nodes(func) if type(n).__name__ == "BufferLoad" and n.buffer.name == "p0"]
+    (index,) = load.indices
+    assert index.dtype == "int64" and index.op == "min" and index.b.value == 2999999999
