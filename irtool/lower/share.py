@@ -10,7 +10,8 @@ without such sharing (every kernel of an ordinary model) is returned unchanged.
 
 from __future__ import annotations
 
-from irtool.ir.tir import IfExpr, LetStmt, PrimExpr, Stmt, BufferStore, Var, children, lanes_of
+from irtool.ir.tir import BufferStore, IfExpr, LetStmt, PrimExpr, Stmt, Var, children, lanes_of
+from irtool.ir.visitor import post_order
 from irtool.tir_transform.mutator import TirRewriter, rebuild_expr
 
 # A store is rewritten when its tree has more than BLOWUP times the nodes of its DAG, and more
@@ -67,25 +68,15 @@ def _dag(roots: tuple[PrimExpr, ...]) -> tuple[list[PrimExpr], dict[int, int], s
     each, and the ids of those evaluated whatever the conditions (not only inside an
     `if_then_else` arm, where hoisting a load could read out of bounds)."""
     order: list[PrimExpr] = []
+    done: set[int] = set()
+    for root in roots:
+        for node in post_order(root, children):  # type: ignore[arg-type]
+            if id(node) not in done:
+                done.add(id(node))
+                order.append(node)  # type: ignore[arg-type]
     uses: dict[int, int] = {}
-    entered: set[int] = set()
-    stack: list[tuple[PrimExpr, bool]] = []
-    for root in reversed(roots):
-        uses[id(root)] = uses.get(id(root), 0) + 1
-        stack.append((root, False))
-    while stack:
-        node, finished = stack.pop()
-        if finished:
-            order.append(node)
-            continue
-        if id(node) in entered:
-            continue
-        entered.add(id(node))
-        stack.append((node, True))
-        for kid in reversed(children(node)):
-            uses[id(kid)] = uses.get(id(kid), 0) + 1
-            if id(kid) not in entered:
-                stack.append((kid, False))
+    for node in (*roots, *(kid for parent in order for kid in children(parent))):
+        uses[id(node)] = uses.get(id(node), 0) + 1
     eager: set[int] = set()
     todo = list(roots)
     while todo:

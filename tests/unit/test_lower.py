@@ -9,8 +9,10 @@ from irtool.eval.interpreter import flatten_value, run_function
 from irtool.ir import Call, GlobalVar, IRModule, Op, Tuple, TupleGetItem
 from irtool.eval.tir_interp import run_primfunc
 from irtool.analysis.tir_verify import verify_primfunc
-from irtool.ir.tir import Allocate, BinaryOp, BufferStore, For, LetStmt, PrimFunc, children
+from irtool.ir.tir import (Allocate, BinaryOp, Buffer, BufferLoad, BufferStore, FloatImm, For, IfExpr, IntImm, LetStmt,
+                           PrimExpr, PrimFunc, Var, children)
 from irtool.ir.visitor import post_order
+from irtool.lower.share import bind_shared
 from irtool.lower.signature import primfunc_type
 from irtool.passes import run
 from irtool.syntax.diagnostics import DiagnosticError
@@ -382,3 +384,23 @@ def test_take_along_an_axis_over_int32_keeps_its_position_in_int64() -> None:
     (load,) = [n for n in tir_nodes(func) if type(n).__name__ == "BufferLoad" and n.buffer.name == "p0"]
     (index,) = load.indices
     assert index.dtype == "int64" and index.op == "min" and index.b.value == 2999999999
+
+
+def test_values_only_inside_a_conditional_arm_are_not_hoisted() -> None:
+    """`if_then_else` guards its arms (a padding load out of bounds): shared values under an arm
+    stay there; shared values evaluated unconditionally are bound."""
+    a, b, out = Buffer("a", (4,), "float32"), Buffer("b", (4,), "float32"), Buffer("out", (4,), "float32")
+    i = Var("i", "int32")
+
+    def doubled(x: PrimExpr) -> PrimExpr:
+        for _ in range(12):
+            x = BinaryOp("add", x, x)
+        return x
+    guarded = IfExpr(BinaryOp("lt", i, IntImm(2)), doubled(BufferLoad(a, [i])), FloatImm(0.0))
+    store = BufferStore(out, [i], BinaryOp("add", guarded, doubled(BufferLoad(b, [i]))))
+    body = bind_shared(For(i, IntImm(0), IntImm(4), "serial", store))
+    lets = [n for n in tir_nodes(PrimFunc([a, b, out], body)) if type(n) is LetStmt]
+    assert len(lets) == 11   # b[i]'s first 11 doublings (the last is used once, the load is too small)
+    loaded = {n.buffer.name for let in lets for n in post_order(let.value, children)  # type: ignore[arg-type]
+              if type(n) is BufferLoad}
+    assert loaded == {"b"}
