@@ -34,7 +34,7 @@ def needs_int64(func: PrimFunc) -> bool:
         if id(node) in seen:
             continue
         seen.add(id(node))
-        if type(node) is IntImm and node.dtype == NARROW and not -INT32_MAX - 1 <= node.value <= INT32_MAX:
+        if _out_of_int32(node):
             return True
         stack.extend(children(node))  # type: ignore[arg-type]
     return False
@@ -48,6 +48,11 @@ def widen_indices(func: PrimFunc) -> PrimFunc:
 def with_int64_indices(func: PrimFunc) -> PrimFunc:
     """`func` with every int32 loop variable, and the index arithmetic over it, in int64."""
     return _Widen().rewrite_func(func)
+
+
+def _out_of_int32(node: object) -> bool:
+    """An int32 literal whose value int32 cannot hold (a bound or stride of a huge tensor)."""
+    return type(node) is IntImm and node.dtype == NARROW and not -INT32_MAX - 1 <= node.value <= INT32_MAX
 
 
 def _elements(buf: Buffer) -> int:
@@ -86,7 +91,7 @@ class _Widen(TirRewriter):
         return stmt
 
     def visit_expr(self, node: PrimExpr) -> PrimExpr:
-        if type(node) is IntImm and node.dtype == NARROW and not -INT32_MAX - 1 <= node.value <= INT32_MAX:
+        if _out_of_int32(node):
             return _as(node, WIDE)
         if isinstance(node, BinaryOp):
             a, b = _unify(node.a, node.b)
