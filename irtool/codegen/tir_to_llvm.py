@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 from irtool.ir.tir import (Allocate, AssertStmt, BinaryOp, Broadcast, Buffer, BufferLoad, BufferStore, Call, Cast,
                            Evaluate, FloatImm, For, IfExpr, IfThenElse, IntImm, LetStmt, Not, PrimExpr, PrimFunc,
-                           Ramp, Select, SeqStmt, Stmt, Var, children, element_of, is_bool, is_float, lanes_of,
-                           with_lanes)
+                           Ramp, Select, SeqStmt, Stmt, Var, children, element_of, int_range, is_bool, is_float,
+                           lanes_of, with_lanes)
 from irtool.codegen.types import (constant, element_bytes, intrinsic_suffix, is_unsigned, memory_type,
                                   scalar_type, value_type)
 from irtool.codegen.parallel import body_of, emit_parallel_loop, loop_bound
@@ -109,9 +109,13 @@ def buffer_access(func: PrimFunc) -> tuple[set[int], set[int]]:
 def _accessed(root: Stmt) -> tuple[set[int], set[int]]:
     loads: set[int] = set()
     stores: set[int] = set()
+    seen: set[int] = set()   # each shared node once: a DAG is walked in its own size
     stack: list[object] = [root]
     while stack:
         node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
         if isinstance(node, BufferLoad):
             loads.add(id(node.buffer))
         elif isinstance(node, BufferStore):
@@ -268,6 +272,11 @@ class FunctionEmitter:
         """Opens the loop (header, body block) and returns what closes it after the body."""
         ty = value_type(node.var.dtype)
         unsigned = is_unsigned(node.var.dtype)
+        low, high = int_range(node.var.dtype)
+        for bound in (node.begin, node.end):
+            if isinstance(bound, IntImm) and not low <= bound.value <= high:
+                raise self.fail(f"loop bound {bound.value} does not fit the {node.var.dtype} loop variable "
+                                f"%{node.var.name} (use an int64 one)", node)
         begin = self.expr(node.begin)
         end = self.expr(node.end)
         pre = self.block
@@ -452,11 +461,19 @@ class FunctionEmitter:
 
     # -- expressions: post-order over an explicit stack; `if_then_else` opens blocks
     def expr(self, root: PrimExpr) -> str:
+        """The SSA value of `root`. A node shared within it is emitted once (memoised on identity:
+        a DAG of fused elements must not become a tree); a value computed inside an
+        `if_then_else` arm is reused only inside that arm, where it dominates."""
         results: list[str] = []
+        scopes: list[dict[int, str]] = [{}]
         tasks: list[tuple[str, PrimExpr, tuple[str, ...]]] = [("eval", root, ())]
         while tasks:
             kind, node, state = tasks.pop()
             if kind == "eval":
+                known = next((s[id(node)] for s in reversed(scopes) if id(node) in s), None)
+                if known is not None:
+                    results.append(known)
+                    continue
                 if isinstance(node, IfExpr):
                     tasks.append(("if_cond", node, ()))
                     tasks.append(("eval", node.cond, ()))
@@ -470,11 +487,13 @@ class FunctionEmitter:
                 if n:
                     del results[-n:]
                 results.append(self.operation(node, args))
+                scopes[-1][id(node)] = results[-1]
             elif kind == "if_cond":
                 cond = results.pop()
                 then, other, join = self.label("if_true"), self.label("if_false"), self.label("if_join")
                 self.lines.append(f"  br i1 {cond}, label %{then}, label %{other}")
                 self.start_block(then)
+                scopes.append({})
                 tasks.append(("if_then", node, (other, join)))
                 tasks.append(("eval", node.true_value, ()))  # type: ignore[attr-defined]
             elif kind == "if_then":
@@ -482,14 +501,17 @@ class FunctionEmitter:
                 tasks.append(("if_else", node, (join, results.pop(), self.block)))
                 self.lines.append(f"  br label %{join}")
                 self.start_block(other)
+                scopes[-1] = {}
                 tasks.append(("eval", node.false_value, ()))  # type: ignore[attr-defined]
             else:  # if_else
                 join, then_value, then_block = state
                 else_value, else_block = results.pop(), self.block
+                scopes.pop()
                 self.lines.append(f"  br label %{join}")
                 self.start_block(join)
                 results.append(self.emit(f"phi {value_type(node.dtype)} [ {then_value}, %{then_block} ], "
                                          f"[ {else_value}, %{else_block} ]"))
+                scopes[-1][id(node)] = results[-1]
         return results[0]
 
     @staticmethod

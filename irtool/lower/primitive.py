@@ -2,7 +2,9 @@
 
 Parameters become input buffers (a tuple-typed parameter one buffer per field), then each
 operator's compute rule (`irtool.lower.rules`) builds a tensor expression, and `te.Builder` turns the result into
-loop nests writing the output buffers (destination-passing style: inputs, then outputs).
+loop nests writing the output buffers (destination-passing style: inputs, then outputs); values a
+store uses more than once become `let`s where expanding them would blow up (`lower.share`), and
+index arithmetic is 64-bit in a kernel whose indices may exceed int32 (`tir_transform.index_width`).
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from irtool.ir.tir import Buffer, PrimFunc
 from irtool.ir.types import TensorType, TupleType, Type
 from irtool.ir.visitor import post_order
 from irtool.lower.errors import LoweringError
-from irtool.lower.rules import compute_rule
+from irtool.lower.share import bind_shared
 from irtool.lower.te import Builder, Compute, Placeholder, Tensor, imm
 from irtool.ops.registry import get_op
+from irtool.tir_transform.index_width import widen_indices
 from irtool.core.diagnostics import DiagnosticError
 
 TEValue = Tensor | tuple
@@ -122,8 +125,9 @@ def lower_primitive(fn: Function) -> LoweredPrimitive:
     outputs = [Buffer("out" if len(out_types) == 1 else f"out{j}", t.shape, t.dtype)  # type: ignore[arg-type]
                for j, t in enumerate(out_types)]
     builder = Builder()
-    body = builder.function_body(list(zip(_flatten_value(result), outputs)))
-    func = PrimFunc([*inputs, *const_bufs, *outputs], body, Attrs({"num_outputs": len(outputs)}), fn.span)
+    body = bind_shared(builder.function_body(list(zip(_flatten_value(result), outputs))))
+    func = widen_indices(PrimFunc([*inputs, *const_bufs, *outputs], body, Attrs({"num_outputs": len(outputs)}),
+                                  fn.span))
     return LoweredPrimitive(func, constants, op_names)
 
 

@@ -29,8 +29,9 @@ from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse_module
 from irtool.syntax.printer import print_module
 from irtool.tir_transform.flatten import flat_extent, layout_strides, needs_flattening
+from irtool.tir_transform.index_width import with_int64_indices
 from irtool.tir_transform.loops import loop_names
-from irtool.tir_transform.mutator import stmt_parts
+from irtool.tir_transform.mutator import stmt_parts, walk_stmts
 
 DTYPES = ("float32", "float64", "int32", "int8")
 KINDS = ("serial", "serial", "parallel", "vectorized", "unrolled")
@@ -377,3 +378,19 @@ def test_vectorize_innermost_loops(func: PrimFunc, seed: int, more: bool) -> Non
     innermost = max([n for n in loop_names(func) if n.startswith("i")] or loop_names(func))
     pipeline = f"tir-vectorize{{loop={innermost}}}" + (",tir-simplify,tir-flatten-buffers" if more else "")
     check_pipeline(func, pipeline, seed)
+
+
+@settings(max_examples=60)
+@given(kernels(), st.integers(0, 2 ** 32 - 1))
+def test_int64_indices_preserve_results(func: PrimFunc, seed: int) -> None:
+    """Widening a kernel's index arithmetic to int64 (what a kernel over more than 2^31 elements
+    gets) keeps it well typed and computes the same values; no loop variable stays int32."""
+    wide = with_int64_indices(func)
+    verify_primfunc(wide)
+    loops = [s for s in walk_stmts(wide.body) if isinstance(s, For)]
+    assert loops and all(s.var.dtype == "int64" for s in loops)
+    arrays = random_inputs(func, seed)
+    want = run(func, arrays)
+    if want is not None:
+        got = run(wide, arrays)
+        assert got is not None and same(want, got)

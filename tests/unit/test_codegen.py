@@ -272,3 +272,48 @@ def test_vectorized_loop_storing_to_one_place_keeps_every_iteration() -> None:
     func = PrimFunc([out], For(j, IntImm(0), IntImm(8), "vectorized",
                                BufferStore(out, [IntImm(0)], BinaryOp("add", BufferLoad(out, [IntImm(0)]), IntImm(1)))))
     assert _same_as_interpreter(func, [np.zeros(1, np.int32)])[0][0] == 8
+
+
+def _doubling_chain(depth: int) -> PrimFunc:
+    """out[i] = x_depth, x_0 = a[i] + b[i], x_k = x_(k-1) + x_(k-1): a DAG of `depth` nodes whose
+    tree has 2^depth."""
+    return _elementwise(4, "float32", lambda x, y: _double(BinaryOp("add", x, y), depth - 1))
+
+
+def _double(value: PrimExpr, times: int) -> PrimExpr:
+    for _ in range(times):
+        value = BinaryOp("add", value, value)
+    return value
+
+
+def test_shared_subexpressions_are_emitted_once() -> None:
+    ir = generate_module(_module(_doubling_chain(200)), "m", TargetOptions(opt_level=0)).ir
+    assert ir.count("fadd float") == 200 and ir.count("load float") == 2
+    a, b = _aligned(np.array([2.0 ** -149, 2.0 ** -140, -(2.0 ** -145), 0.0], np.float32)), _aligned(np.zeros(4, np.float32))
+    out = _aligned(np.zeros(4, np.float32))
+    assert _compile(_doubling_chain(200))(a, b, out) == 0
+    np.testing.assert_array_equal(out, [2.0 ** 50, 2.0 ** 59, -(2.0 ** 54), 0.0])   # a * 2^199, exactly
+
+
+def test_a_value_shared_into_a_conditional_arm_is_recomputed_outside_it() -> None:
+    """`a + b` first computed inside the taken arm of an `if_then_else` does not dominate the
+    join; codegen computes it again there (LLVM's verifier rejects the IR otherwise)."""
+    def body(x: PrimExpr, y: PrimExpr) -> PrimExpr:
+        s = BinaryOp("add", x, y)
+        guarded = IfExpr(BinaryOp("gt", x, FloatImm(0.0)), s, FloatImm(1.0))
+        return BinaryOp("mul", guarded, s)
+    func = _elementwise(4, "float32", body)
+    ir = generate_module(_module(func), "m", TargetOptions(opt_level=0)).ir
+    assert ir.count("fadd float") == 2
+    a, b = np.array([1.0, -1.0, 2.0, 0.0], np.float32), np.array([3.0, 5.0, -1.0, 4.0], np.float32)
+    out = _same_as_interpreter(func, [a, b, np.zeros(4, np.float32)])[2]
+    np.testing.assert_array_equal(out, [16.0, 4.0, 1.0, 4.0])
+
+
+def test_a_loop_bound_outside_the_loop_variable_type_is_refused() -> None:
+    """Hand-built TIR whose int32 loop would run to 3e9 is refused, not silently wrapped."""
+    a, i = Buffer("a", (4,), "int8"), Var("i", "int32")
+    func = PrimFunc([a], For(i, IntImm(0), IntImm(3_000_000_000), "serial",
+                             BufferStore(a, [IntImm(0)], IntImm(1, "int8"))))
+    with pytest.raises(DiagnosticError, match="loop bound 3000000000 does not fit the int32 loop variable %i"):
+        generate_module(_module(func), "m", TargetOptions(opt_level=0))

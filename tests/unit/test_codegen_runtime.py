@@ -369,3 +369,12 @@ def test_empty_outputs_go_through_run_into() -> None:
     out = np.empty((0, 4), np.float32)
     f.run_into(out, np.empty((0, 4), np.float32))
     assert out.shape == (0, 4)
+
+
+def test_a_loop_over_more_than_int32_elements_runs_every_iteration() -> None:
+    """A reduction over an inlined fill of 2^31 + 5 elements (no buffer is large): with an int32
+    loop variable the bound wrapped negative and the sum was 0."""
+    mod = parse('def @main(%v: Tensor[(), int64]) {\n  sum(full(%v, shape=[2147483653], dtype="int64"))\n}\n',
+                "big.relay")
+    got = irtool.build(mod)(v=np.array(3, np.int64))
+    assert int(got) == 3 * 2147483653

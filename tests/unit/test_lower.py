@@ -7,12 +7,17 @@ import pytest
 
 from irtool.eval.interpreter import flatten_value, run_function
 from irtool.ir import Call, GlobalVar, IRModule, Op, Tuple, TupleGetItem
-from irtool.ir.tir import Allocate, BufferStore, For, PrimFunc, children
+from irtool.eval.tir_interp import run_primfunc
+from irtool.analysis.tir_verify import verify_primfunc
+from irtool.ir.tir import (Allocate, BinaryOp, Buffer, BufferLoad, BufferStore, FloatImm, For, IfExpr, IntImm, LetStmt,
+                           PrimExpr, PrimFunc, Var, children)
 from irtool.ir.visitor import post_order
+from irtool.lower.share import bind_shared
 from irtool.ir.signature import primfunc_type
 from irtool.passes import run
 from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse_module
+from irtool.tir_transform.index_width import needs_int64
 
 HEADER = '#[version = "0.0.5"]\n'
 
@@ -312,3 +317,90 @@ def @main(%x: Tensor[(3), float32]) {
     assert s.shape == () and s == 7
     np.testing.assert_array_equal(o2, [4, 8, 16])
     assert s2 == 14
+
+
+def _doubling_chain(depth: int, dtype: str = "float32") -> str:
+    lines = [f"def @main(%x: Tensor[(4), {dtype}]) {{", "  %0 = add(%x, %x);"]
+    lines += [f"  %{k} = add(%{k - 1}, %{k - 1});" for k in range(1, depth)]
+    return "\n".join([*lines, f"  %{depth - 1}", "}", ""])
+
+
+def test_a_shared_value_is_bound_once_not_expanded_into_a_tree() -> None:
+    """A fused doubling chain of depth 200 (a DAG whose tree has 2^200 nodes) lowers to one `let`
+    per shared level, and the kernel's tree is linear in the depth."""
+    mod = lowered(_doubling_chain(200))
+    (func,) = kernels(mod).values()
+    nodes = tir_nodes(func)
+    assert sum(type(n) is LetStmt for n in nodes) == 199
+    assert len(nodes) < 200 * 8
+    x = np.array([2.0 ** -149, 2.0 ** -140, -(2.0 ** -145), 0.0], np.float32)
+    out = np.zeros(4, np.float32)
+    run_primfunc(func, [x, out])
+    np.testing.assert_array_equal(out, x * np.float32(2.0 ** 100) * np.float32(2.0 ** 100))
+
+
+def test_small_sharing_stays_inline() -> None:
+    """Ordinary reuse (`x * x`, one load used twice) is not worth a `let`: kernels of ordinary
+    models are unchanged."""
+    mod = lowered("def @main(%x: Tensor[(4), float32]) {\n  %0 = multiply(%x, %x);\n  add(%0, %0)\n}\n")
+    (func,) = kernels(mod).values()
+    assert not any(type(n) is LetStmt for n in tir_nodes(func))
+
+
+def _loop_dtypes(func: PrimFunc) -> set[str]:
+    return {n.var.dtype for n in tir_nodes(func) if type(n) is For}
+
+
+@pytest.mark.parametrize("n,want", [(4, "int32"), (2 ** 31 - 1, "int32"), (2 ** 31, "int64"), (99999999999, "int64")])
+def test_index_type_is_int64_only_where_int32_may_overflow(n: int, want: str) -> None:
+    (func,) = kernels(lowered(f"def @main(%x: Tensor[({n}), int8]) {{\n  negative(%x)\n}}\n")).values()
+    assert _loop_dtypes(func) == {want}
+    assert needs_int64(func) == (want == "int64")
+    (loop,) = [s for s in tir_nodes(func) if type(s) is For]
+    assert loop.end.value == n and loop.end.dtype == want
+
+
+def test_an_inlined_tensor_over_int32_widens_its_reduction_loop() -> None:
+    """No buffer is large, but the reduction runs over an inlined 2^31 + 5 element fill."""
+    (func,) = kernels(lowered('def @main(%v: Tensor[(), int64]) {\n'
+                              '  sum(full(%v, shape=[2147483653], dtype="int64"))\n}\n')).values()
+    assert _loop_dtypes(func) == {"int64"}
+    verify_primfunc(func)
+
+
+def test_a_flattened_index_over_int32_is_computed_in_int64() -> None:
+    """reshape of a (2^16, 2^16) tensor: each dimension fits int32, the flat index does not."""
+    (func,) = kernels(lowered("def @main(%x: Tensor[(65536, 65536), int8]) {\n"
+                              "  negative(reshape(%x, newshape=[4294967296]))\n}\n")).values()
+    assert _loop_dtypes(func) == {"int64"}
+    verify_primfunc(func)
+    int32_index_math = [n for n in tir_nodes(func) if type(n) is BinaryOp and n.dtype == "int32"]
+    assert not int32_index_math
+
+
+def test_take_along_an_axis_over_int32_keeps_its_position_in_int64() -> None:
+    (func,) = kernels(lowered("def @main(%x: Tensor[(3000000000), int8], %i: Tensor[(2), int64]) {\n"
+                              "  take(%x, %i, axis=0)\n}\n")).values()
+    (load,) = [n for n in tir_nodes(func) if type(n).__name__ == "BufferLoad" and n.buffer.name == "p0"]
+    (index,) = load.indices
+    assert index.dtype == "int64" and index.op == "min" and index.b.value == 2999999999
+
+
+def test_values_only_inside_a_conditional_arm_are_not_hoisted() -> None:
+    """`if_then_else` guards its arms (a padding load out of bounds): shared values under an arm
+    stay there; shared values evaluated unconditionally are bound."""
+    a, b, out = Buffer("a", (4,), "float32"), Buffer("b", (4,), "float32"), Buffer("out", (4,), "float32")
+    i = Var("i", "int32")
+
+    def doubled(x: PrimExpr) -> PrimExpr:
+        for _ in range(12):
+            x = BinaryOp("add", x, x)
+        return x
+    guarded = IfExpr(BinaryOp("lt", i, IntImm(2)), doubled(BufferLoad(a, [i])), FloatImm(0.0))
+    store = BufferStore(out, [i], BinaryOp("add", guarded, doubled(BufferLoad(b, [i]))))
+    body = bind_shared(For(i, IntImm(0), IntImm(4), "serial", store))
+    lets = [n for n in tir_nodes(PrimFunc([a, b, out], body)) if type(n) is LetStmt]
+    assert len(lets) == 11   # b[i]'s first 11 doublings (the last is used once, the load is too small)
+    loaded = {n.buffer.name for let in lets for n in post_order(let.value, children)  # type: ignore[arg-type]
+              if type(n) is BufferLoad}
+    assert loaded == {"b"}

@@ -12,6 +12,7 @@ from irtool.core.span import Span
 from irtool.ir.types import Any, TensorType, TupleType
 from irtool.ops import TypeRelError, get_op
 from irtool.ops.apply import apply_op
+from irtool.ops.definitions._common import MAX_RANK
 from irtool.core.diagnostics import DiagnosticError
 
 F32 = "float32"
@@ -132,6 +133,25 @@ def test_squeeze_and_expand_dims() -> None:
         rel("expand_dims", tt(2, 3), axis=4)
     with pytest.raises(DiagnosticError, match="missing required attribute `axis`"):
         get_op("expand_dims").normalize_attrs({}, SPAN)
+
+
+def test_attribute_driven_ranks_are_limited() -> None:
+    """Ranks an attribute asks for are refused above MAX_RANK before a shape is built (a huge
+    num_newaxis once hung every tool), and MAX_RANK itself is still accepted."""
+    assert rel("expand_dims", tt(2), axis=0, num_newaxis=MAX_RANK - 1) == tt(*([1] * (MAX_RANK - 1)), 2)
+    with pytest.raises(TypeRelError, match=f"rank 100000001; at most {MAX_RANK}"):
+        rel("expand_dims", tt(2), axis=0, num_newaxis=100_000_000)
+    with pytest.raises(TypeRelError, match=f"rank {MAX_RANK + 1}"):
+        rel("expand_dims", tt(2), axis=0, num_newaxis=MAX_RANK)
+    assert rel("reshape", tt(2), newshape=[1] * (MAX_RANK - 1) + [2]) == tt(*([1] * (MAX_RANK - 1)), 2)
+    with pytest.raises(TypeRelError, match="reshape: newshape asks for a tensor of rank 65"):
+        rel("reshape", tt(2), newshape=[1] * MAX_RANK + [2])
+    for name in ("zeros", "ones"):
+        assert rel(name, shape=[1] * MAX_RANK) == tt(*([1] * MAX_RANK))
+        with pytest.raises(TypeRelError, match=f"{name}: shape asks for a tensor of rank 65"):
+            rel(name, shape=[1] * (MAX_RANK + 1))
+    with pytest.raises(TypeRelError, match="full: shape asks for a tensor of rank 65"):
+        rel("full", tt(), shape=[1] * (MAX_RANK + 1))
 
 
 # -------------------------------------------------------------------- concatenate, split

@@ -11,6 +11,7 @@ from irtool.lower.rules._rule import Attrs, Rule, out_tensor_type, rule, shape_o
 from irtool.lower.te import (Compute, Concat, Element, Idx, Tensor, add, all_of, cast, clamp, cmp, const, floordiv,
                              floormod, imm, in_range, mul, ravel, select, sub, unravel)
 from irtool.ops.definitions.transform import _factors, _layouts, _primals, _slices, _transpose_axes
+from irtool.tir_transform.index_width import INT32_MAX
 
 
 @rule("reshape", "squeeze", "expand_dims", "nn.batch_flatten")
@@ -151,7 +152,9 @@ def _take(args: list, attrs: Attrs, out: Type) -> Tensor:
         raw = cast("int64", ctx.load(indices, ind_idx))
         pos = (BinaryOp("floormod", raw, imm(n, "int64")) if wrap
                else BinaryOp("min", BinaryOp("max", raw, imm(0, "int64")), imm(n - 1, "int64")))
-        where = cast("int32", pos)
+        # An int32 index, unless the axis is too long for one (the position then stays int64,
+        # and the kernel's other indices are widened to match, `tir_transform.index_width`).
+        where = pos if n > INT32_MAX else cast("int32", pos)
         src = idx[:axis] + (where,) + idx[axis + k:]
         return ctx.load(x, unravel(src[0], x.shape) if flat else src)
     return Compute(shape_of(out), x.dtype, f, "take")

@@ -9,6 +9,18 @@ import numpy as np
 from irtool.ir.types import Any, Dim, TensorType, TupleType, Type
 from irtool.ops.registry import TypeRelError
 
+# The most dimensions a tensor may have (numpy's NPY_MAXDIMS is 64 as well). Ranks an attribute
+# decides (`expand_dims`' num_newaxis, a `reshape` newshape, a `zeros` shape) are checked against
+# it before any shape is built, so an absurd attribute is an error at the call, not a hang.
+MAX_RANK = 64
+
+
+def check_rank(op: str, rank: int, what: str) -> None:
+    """Refuses a result rank above MAX_RANK; `what` names the attribute that asks for it."""
+    if rank > MAX_RANK:
+        raise TypeRelError(f"{op}: {what} asks for a tensor of rank {rank}; at most {MAX_RANK} "
+                           "dimensions are supported")
+
 
 def tensor_arg(op: str, types: Sequence[Type], i: int, what: str = "") -> TensorType:
     t = types[i]

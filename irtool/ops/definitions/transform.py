@@ -11,7 +11,7 @@ from irtool.ir.expr import AttrValue
 from irtool.ir.types import Any, Dim, TensorType, TupleType, Type
 from irtool.ops.attrs import non_negative, one_of, positive
 from irtool.ops.definitions._common import (
-    as_array, broadcast_shapes, dims_equal, is_known, norm_axis, np_dtype, prod, tensor_arg,
+    as_array, broadcast_shapes, check_rank, dims_equal, is_known, norm_axis, np_dtype, prod, tensor_arg,
     tuple_of_tensors)
 from irtool.ops.registry import AttrField, OpDef, OpPattern, TypeRelError, Value, register
 
@@ -28,6 +28,7 @@ def reshape_dims(op: str, shape: Sequence[Dim], newshape: Sequence[int],
     Dims that are copied or merged from the input cancel out when inferring the -1 (as in
     TVM), so `[0, -1]` on `(?, 3, 4)` gives `(?, 12)`.
     """
+    check_rank(op, len(newshape), "newshape")
     out: list[Dim] = []
     used_in: set[int] = set()
     used_out: set[int] = set()
@@ -186,6 +187,7 @@ def _expand_shape(op: str, shape: Sequence[Dim], attrs: Attrs) -> tuple[Dim, ...
         raise TypeRelError(f"{op}: axis {axis} is out of range for a tensor of rank {ndim}")
     pivot = axis + ndim + 1 if axis < 0 else axis
     n = int(attrs["num_newaxis"])  # type: ignore[arg-type]
+    check_rank(op, ndim + n, f"num_newaxis={n}")
     return tuple(shape[:pivot]) + (1,) * n + tuple(shape[pivot:])
 
 
@@ -409,6 +411,7 @@ def _init_shape(op: str, attrs: Attrs) -> tuple[int, ...]:
     shape = attrs["shape"]
     if shape is None:
         raise TypeRelError(f"{op}: needs a static `shape` attribute")
+    check_rank(op, len(shape), "shape")  # type: ignore[arg-type]
     return tuple(shape)  # type: ignore[arg-type]
 
 
