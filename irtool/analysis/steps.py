@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from irtool.core.diagnostics import DiagnosticError
 from irtool.core.span import Span
-from irtool.ir.expr import AttrValue, Call, Function
+from irtool.ir.expr import AttrValue, Call, Constant, Function
 from irtool.ir.types import TensorType, TupleType, Type, dtype_bytes
 
 # A device as the annotations write it (`virtual_device=1`, a name, or `meta[VirtualDevice][i]`);

@@ -18,6 +18,7 @@ from irtool.ir.tir import Buffer, PrimFunc
 from irtool.ir.types import TensorType, TupleType, Type
 from irtool.ir.visitor import post_order
 from irtool.lower.errors import LoweringError
+from irtool.lower.rules import compute_rule
 from irtool.lower.share import bind_shared
 from irtool.lower.te import Builder, Compute, Placeholder, Tensor, imm
 from irtool.ops.registry import get_op
