@@ -346,8 +346,10 @@ def loop_pipelines(draw: st.DrawFn, func: PrimFunc) -> str:
         elif kind == "reorder" and len(set(names)) > 1:
             other = draw(st.sampled_from([n for n in names if n != loop]))
             passes.append(f"tir-reorder{{loops=[{loop},{other}]}}")
-        elif kind in ("vectorize", "unroll", "parallel"):
+        elif kind in ("vectorize", "unroll"):
             passes.append(f"tir-{kind}{{loop={loop}}}")
+        elif kind == "parallel":
+            passes.append(f"tir-parallelize{{loop={loop}}}")
         elif kind in ("simplify", "flatten"):
             passes.append("tir-simplify" if kind == "simplify" else "tir-flatten-buffers")
     return ",".join(passes)
