@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+from pathlib import Path
 
 import pytest
 
@@ -218,13 +219,15 @@ def test_the_catalog_names_every_pass_class_once() -> None:
     assert all(get_pass(name).name == name for name in BUILTIN)  # type: ignore[union-attr]
 
 
-def test_a_pipeline_imports_only_the_passes_it_names() -> None:
+def test_a_pipeline_imports_only_the_passes_it_names(tmp_path: Path) -> None:
     import json
     import subprocess
     import sys
     probe = ("import json, sys, irtool.passes as p; p.parse_pipeline('inline'); "
              "print(json.dumps(sorted(m for m in sys.modules if m.startswith('irtool.passes.'))))")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    # Started outside the checkout, so the installed package (with irtool.passes) is imported.
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True,
+                          cwd=tmp_path)
     loaded = json.loads(done.stdout)
     assert "irtool.passes.inline" in loaded
     assert not {"irtool.passes.fuse_ops", "irtool.passes.lower", "irtool.passes.tir_loops"} & set(loaded)
