@@ -173,7 +173,7 @@ def drawn_edges(text: str) -> set[tuple[str, str]]:
 
 
 def test_the_drawing_is_the_reduced_import_graph() -> None:
-    """docs/architecture.md draws every package edge that no longer path implies, and no other."""
+    """docs/architecture.md draws every package edge that no path of other arrows implies, and no other."""
     graph = package_graph()
     reduced = {(a, b) for a in graph for b in graph[a] if b not in _reachable(graph, a, (a, b))}
     drawn = drawn_edges((REPO / "docs" / "architecture.md").read_text(encoding="utf-8"))
