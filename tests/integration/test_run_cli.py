@@ -115,20 +115,27 @@ def test_random_inputs_are_seeded_and_follow_the_types(tmp_path: Path) -> None:
     assert not np.array_equal(first["output0"], other["output0"])
 
 
-def test_random_batch_norm_variance_is_non_negative(tmp_path: Path) -> None:
-    """Only the parameter in batch norm's variance slot changes range; the others keep [-1, 1)."""
+def test_random_variances_are_recognised_by_name(tmp_path: Path) -> None:
+    """A parameter whose name's last word is `var` or `variance` is drawn from [0, 1), however
+    it is used; every other float keeps [-1, 1), even in batch norm's variance slot."""
     prog = write(tmp_path / "bn.relay", """
     def @main(%x: Tensor[(1, 500), float32], %g: Tensor[(500), float32], %b: Tensor[(500), float32],
-              %m: Tensor[(500), float32], %v: Tensor[(500), float32]) {
-      (nn.batch_norm(%x, %g, %b, %m, %v, axis=1).0, %m, %v)
+              %m: Tensor[(500), float32], %bn1_var: Tensor[(500), float32], %v: Tensor[(500), float32],
+              %running_var: Tensor[(500), float32], %bn_moving_variance: Tensor[(500), float32],
+              %covar: Tensor[(500), float32]) {
+      (nn.batch_norm(%x, %g, %b, %m, %bn1_var, axis=1).0, %m, %bn1_var, %running_var, %bn_moving_variance,
+       nn.batch_norm(%x, %g, %b, %m, %v, axis=1).0, %v, %covar)
     }""")
     proc = irtool_run(prog, "-o", "out.npz", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     with np.load(tmp_path / "out.npz") as out:
-        y, mean, var = out["output0"], out["output1"], out["output2"]
-    assert 0 <= var.min() and var.max() < 1
-    assert mean.min() < 0  # 500 draws from [-1, 1)
+        y, mean, *variances, y_v, v, covar = (out[f"output{k}"] for k in range(8))
+    for var in variances:
+        assert 0 <= var.min() and var.max() < 1
     assert np.isfinite(y).all()
+    for other in (mean, v, covar):  # 500 draws from [-1, 1) each
+        assert -1 <= other.min() < -0.5 and 0.5 < other.max() < 1
+    assert np.isnan(y_v).any()  # a negative variance: what the name rule avoids
 
 
 def test_tuple_results_flatten_depth_first(tmp_path: Path) -> None:
@@ -181,7 +188,7 @@ def test_tuple_parameter_takes_dotted_names(tmp_path: Path) -> None:
         np.testing.assert_array_equal(out["output0"], np.array([6, -10], np.int32))
     np.savez(tmp_path / "partial.npz", **{"t.0": np.float32(1)})
     err = failed(irtool_run(prog, "--inputs", "partial.npz", cwd=tmp_path))
-    assert err.strip() == "error: main expects %t: (float32, Tensor[(2), int32]); missing input `t.1`"
+    assert err.strip() == "irtool-run: error: main expects %t: (float32, Tensor[(2), int32]); missing input `t.1`"
 
 
 def test_adt_program_runs_from_the_command_line(tmp_path: Path) -> None:
@@ -203,7 +210,7 @@ def test_wrong_inputs_list_what_main_expects(tmp_path: Path, inputs: dict[str, n
     np.savez(tmp_path / "in.npz", **inputs)
     (tmp_path / "out.npz").write_bytes(b"old")
     err = failed(irtool_run(prog, "--inputs", "in.npz", "-o", "out.npz", cwd=tmp_path))
-    assert err.strip() == f"error: main expects %x: Tensor[(1, 3), float32]; {problem}"
+    assert err.strip() == f"irtool-run: error: main expects %x: Tensor[(1, 3), float32]; {problem}"
     assert (tmp_path / "out.npz").read_bytes() == b"old"
 
 
@@ -235,10 +242,11 @@ def test_usage_problems_are_reported(tmp_path: Path) -> None:
     assert "no function @nope" in failed(irtool_run(prog, "--entry", "nope", cwd=tmp_path))
     assert "@main, @g" in failed(irtool_run(prog, "--entry", "nope", cwd=tmp_path))
     assert "--input expects NAME=FILE.npy" in failed(irtool_run(prog, "--input", "x.npy", cwd=tmp_path))
-    assert "cannot read input file" in failed(irtool_run(prog, "--input", "x=nothere.npy", cwd=tmp_path))
+    assert ("irtool-run: error: --input x: cannot read 'nothere.npy': No such file or directory"
+            in failed(irtool_run(prog, "--input", "x=nothere.npy", cwd=tmp_path)))
     np.save(tmp_path / "single.npy", np.zeros(3))
     err = failed(irtool_run(prog, "--inputs", "single.npy", cwd=tmp_path))
-    assert "holds a single array, not an .npz archive" in err
+    assert "--inputs: cannot read 'single.npy': an .npy file holds one array" in err
 
 
 def test_adt_parameter_cannot_be_random(tmp_path: Path) -> None:
