@@ -138,6 +138,52 @@ def test_random_variances_are_recognised_by_name(tmp_path: Path) -> None:
     assert np.isnan(y_v).any()  # a negative variance: what the name rule avoids
 
 
+def test_random_inputs_depend_on_the_signature_not_the_body(tmp_path: Path) -> None:
+    """Issue #18, case 8: after `simplify-inference,fuse-ops` (which removes the batch norms that
+    once told which parameters were variances) the same seed draws the same inputs, so the
+    outputs agree and stay finite."""
+    from irtool.eval.interpreter import entry_function
+    from irtool.tools.run import load_module, random_inputs
+    fused = tmp_path / "fused.relay"
+    done = subprocess.run([sys.executable, "-m", "irtool.tools.opt", SAMPLES / "resnet_block.relay",
+                           "-p", "simplify-inference,fuse-ops", "-o", fused], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "nn.batch_norm" not in fused.read_text()
+    drawn = []
+    for path in (SAMPLES / "resnet_block.relay", fused):
+        mod = load_module(str(path), path.read_text(), "main")
+        drawn.append(random_inputs("main", entry_function(mod, "main"), 7))
+    assert list(drawn[0]) == list(drawn[1]) and len(drawn[0]) == 11
+    for name in drawn[0]:
+        np.testing.assert_array_equal(drawn[0][name], drawn[1][name])
+    outputs = []
+    for path in (SAMPLES / "resnet_block.relay", fused):
+        proc = irtool_run(path, "--seed", "7", "-o", f"{path.stem}.npz", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert "nan" not in proc.stdout
+        with np.load(tmp_path / f"{path.stem}.npz") as out:
+            outputs.append(out["output0"])
+    assert np.isfinite(outputs[0]).all() and outputs[0].max() > 0
+    np.testing.assert_allclose(outputs[1], outputs[0], rtol=1e-4, atol=1e-3)
+
+
+def test_a_tensor_draws_the_same_values_whatever_else_the_signature_holds(tmp_path: Path) -> None:
+    """Each tensor has a generator of its own: adding, removing or reordering other parameters
+    does not change `%x`, and a tuple's elements are drawn as `t.0`, `t.1`."""
+    from irtool.eval.interpreter import entry_function
+    from irtool.tools.run import load_module, random_inputs
+
+    def draw(params: str, seed: int) -> dict:
+        mod = load_module("f", HEADER + f"def @main({params}) {{ 0 }}", "main")
+        return random_inputs("main", entry_function(mod, "main"), seed)
+    a = draw("%x: Tensor[(50), float32], %y: Tensor[(9), int32]", 3)
+    b = draw("%t: (Tensor[(50), float32], float32), %x: Tensor[(50), float32]", 3)
+    np.testing.assert_array_equal(a["x"], b["x"])
+    assert not np.array_equal(b["t"][0], b["x"])  # another name, another stream
+    assert not np.array_equal(draw("%x: Tensor[(50), float32]", 4)["x"], a["x"])
+
+
 def test_tuple_results_flatten_depth_first(tmp_path: Path) -> None:
     prog = write(tmp_path / "tuple.relay", """
     def @main(%x: Tensor[(2), float32]) {
