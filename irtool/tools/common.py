@@ -9,6 +9,7 @@ Exit statuses: 0 success, 1 an error in the input (or any other failure), 2 a us
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import traceback
@@ -63,9 +64,9 @@ def report(err: DiagnosticError, prog: str, stream: TextIO | None = None) -> Non
     place in a file is prefixed with the tool's name, as LLVM's tools do (`irtool-run: error: ...`)."""
     stream = sys.stderr if stream is None else stream
     for diag in err.diagnostics:
-        text = render(diag)
-        named = diag.span is not None or diag.message.startswith(f"{prog}: ")
-        stream.write((text if named else f"{prog}: {text}") + "\n")
+        if diag.span is None:  # (a message that already starts with the name keeps one)
+            diag = dataclasses.replace(diag, message=diag.message.removeprefix(f"{prog}: "))
+        stream.write((render(diag) if diag.span is not None else f"{prog}: {render(diag)}") + "\n")
 
 
 def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace | int:
