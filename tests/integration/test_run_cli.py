@@ -7,8 +7,10 @@ status, that no traceback escapes and that no output file is left behind.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +50,9 @@ def test_mlp_sample_with_npz_inputs_matches_numpy(tmp_path: Path) -> None:
     np.savez(tmp_path / "in.npz", **arrays)
     proc = irtool_run(SAMPLES / "mlp.relay", "--inputs", "in.npz", "-o", "out.npz", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE((tmp_path / "out.npz").stat().st_mode) == 0o666 & ~umask  # as every tool: not 0600
     with np.load(tmp_path / "out.npz") as out:
         assert out.files == ["output0"]
         result = out["output0"]
