@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.printer import print_program
-from irtool.tools.common import cli_main, write_output
-from irtool.tools.run import write_npz
+from irtool.tools.common import cli_main
+from irtool.tools.output import STDOUT, check_output, write_npz, write_output
 
 PROG = "irtool-import"
 
@@ -70,12 +70,17 @@ class StageTimer:
 
 def run(args: argparse.Namespace) -> int:
     from irtool.frontend.onnx import import_file
+    check_output(args.output)
+    if args.params is not None:
+        if args.params == STDOUT and args.output in (None, STDOUT):
+            raise DiagnosticError("--params -: the Relay text already goes to standard output; name a file with -o")
+        check_output(args.params, binary=True)
     timer = StageTimer(not args.quiet and sys.stderr.isatty())
     result = import_file(args.file, embed_params=args.embed_params,
                          input_shapes=parse_shapes(args.input_shape), progress=timer)
     params_path = args.params
     if result.params and not args.embed_params and params_path is None:
-        if args.output in (None, "-"):
+        if args.output in (None, STDOUT):
             raise DiagnosticError("the model has weights: name their file with --params FILE.npz "
                                   "(or use --embed-params) when writing to standard output")
         params_path = os.path.splitext(args.output)[0] + ".npz"

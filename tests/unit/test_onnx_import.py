@@ -140,7 +140,7 @@ def test_cli_errors_leave_no_output(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert importer.main([str(path), "-o", str(out)]) == 1
     assert not out.exists()
     err = capsys.readouterr().err
-    assert err.startswith("error: ") and "unsupported operator: Hardmax (h)" in err
+    assert err.startswith("irtool-import: error: ") and "unsupported operator: Hardmax (h)" in err
     (tmp_path / "junk.onnx").write_bytes(b"not a model")
     assert importer.main([str(tmp_path / "junk.onnx")]) == 1
     assert "not a valid ONNX model" in capsys.readouterr().err
