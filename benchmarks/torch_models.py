@@ -39,10 +39,12 @@ import contextlib  # noqa: E402
 import importlib.util  # noqa: E402
 import io  # noqa: E402
 import json  # noqa: E402
+import re  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
-from collections.abc import Callable  # noqa: E402
+from collections.abc import Callable, Iterator  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
@@ -125,9 +127,17 @@ def example_input(arch: Architecture) -> np.ndarray:
     return rng.integers(0, arch.vocab, size=arch.shape, dtype=np.int64)
 
 
-def one_line(message: str) -> str:
-    """A multi-line message for a table cell: its lines joined, `|` escaped."""
-    return "; ".join(line.strip() for line in message.splitlines() if line.strip()).replace("|", "\\|")
+_NODE_LIST = re.compile(r"\(([^()]*/[^()]*)\)")
+
+
+def cell(message: str) -> str:
+    """A message for a table cell: its lines joined, `|` escaped, and each importer's list of
+    the nodes an operator stopped at shortened to its first and its count (the JSON has all)."""
+    def shorten(match: re.Match[str]) -> str:
+        nodes = match.group(1).split(", ")
+        return f"({nodes[0]}, … {len(nodes)} nodes)" if len(nodes) > 2 else match.group(0)
+    text = "; ".join(line.strip() for line in message.splitlines() if line.strip())
+    return _NODE_LIST.sub(shorten, text).replace("|", "\\|")
 
 
 def export(arch: Architecture, exporter: str, cache: Path, refresh: bool) -> Path:
@@ -148,10 +158,8 @@ def export(arch: Architecture, exporter: str, cache: Path, refresh: bool) -> Pat
     options: dict[str, Any] = ({"dynamo": True, "external_data": False} if exporter == "dynamo"
                                else {"dynamo": False, "opset_version": LEGACY_OPSET})
     partial = path.with_suffix(".partial.onnx")
-    chatter = io.StringIO()   # the exporters narrate their steps on stdout
     try:
-        with warnings.catch_warnings(), contextlib.redirect_stdout(chatter), torch.no_grad():
-            warnings.simplefilter("ignore")
+        with _quiet():
             torch.onnx.export(model, args, str(partial), input_names=[arch.input_name], **options)
     except Exception as exc:  # noqa: BLE001 -- whatever torch raises is the row's finding
         message = f"{type(exc).__name__}: {exc}".strip()
@@ -161,6 +169,28 @@ def export(arch: Architecture, exporter: str, cache: Path, refresh: bool) -> Pat
     partial.replace(path)
     failed.unlink(missing_ok=True)
     return path
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Silences an export: the exporters narrate their steps, warn, and on failure the legacy one
+    prints its whole graph from C++ (so file descriptors 1 and 2 are redirected, not just
+    sys.stdout); the exception says what failed."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with tempfile.TemporaryFile() as sink, warnings.catch_warnings(), \
+            contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        os.dup2(sink.fileno(), 1)
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
 
 
 def _flat(result: Any) -> list[np.ndarray]:
@@ -232,7 +262,7 @@ def bench(arch: Architecture, exporter: str, cache: Path, refresh: bool, repeat:
 def format_table(rows: list[dict[str, Any]], host_line: str) -> str:
     lines = [host_line, "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for row in rows:
-        lines.append("| " + " | ".join("" if row[c] is None else one_line(str(row[c])) for c in COLUMNS) + " |")
+        lines.append("| " + " | ".join("" if row[c] is None else cell(str(row[c])) for c in COLUMNS) + " |")
     for exporter in dict.fromkeys(row["exporter"] for row in rows):
         timed = [row for row in rows if row["exporter"] == exporter and row["ratio"] is not None]
         if timed:

@@ -29,6 +29,9 @@ def _load(name: str) -> ModuleType:
 
 
 harness = _load("harness")
+# The scripts import it as `harness` (their folder is on sys.path when run).
+sys.modules.setdefault("harness", harness)
+torch_models = _load("torch_models")
 
 
 class FakeClock:
@@ -124,11 +127,7 @@ def test_describe_host_reports_what_llvm_targets() -> None:
 
 
 def test_models_summary_is_per_thread_count_over_timed_rows() -> None:
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        models = _load("models")
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    models = _load("models")
     rows = [{"threads": 1, "ratio": 2.0, "ratio_min": 1.0}, {"threads": 1, "ratio": 0.5, "ratio_min": 4.0},
             {"threads": 2, "ratio": None, "ratio_min": None}, {"threads": 2, "ratio": 3.0, "ratio_min": 2.0}]
     means = models.summary(rows)
@@ -159,3 +158,38 @@ def test_the_bench_extra_holds_torch_and_the_test_extra_does_not() -> None:
     names = {key: {re.split(r"[<>=!~ \[]", req, maxsplit=1)[0] for req in reqs} for key, reqs in extras.items()}
     assert {"torch", "torchvision", "transformers", "onnxscript"} <= names["bench"]
     assert not names["test"] & {"torch", "torchvision", "transformers", "onnxscript"}
+
+
+def test_max_error_is_relative_to_the_reference_outputs_largest_value() -> None:
+    import numpy as np
+    ours = [np.array([1.0, 2.5], np.float32), np.array([[0.0]], np.float32)]
+    theirs = [np.array([1.0, 2.0], np.float32), np.array([[-10.0]], np.float32)]
+    # the largest difference (10, in the second output) over the largest |value| (10)
+    assert torch_models.max_error(ours, theirs) == pytest.approx(1.0)
+    assert torch_models.max_error(ours[:1], theirs[:1]) == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="2 outputs"):
+        torch_models.max_error(ours, theirs[:1])
+
+
+def test_table_cells_shorten_node_lists_and_escape_pipes() -> None:
+    message = ("m.onnx: cannot import the model:\n  unsupported operators: GatherElements (/emb/GatherElements); "
+               "LayerNormalization (/a/LayerNormalization, /b/LayerNormalization, /c/LayerNormalization)\n  a|b")
+    assert torch_models.cell(message) == (
+        "m.onnx: cannot import the model:; unsupported operators: GatherElements (/emb/GatherElements); "
+        "LayerNormalization (/a/LayerNormalization, … 3 nodes); a\\|b")
+
+
+def test_a_failed_stage_is_a_diagnostic_or_a_crash() -> None:
+    from irtool.core.diagnostics import DiagnosticError
+    assert torch_models.stage_error("import", DiagnosticError("opset 99 is not supported")) == \
+        "import: opset 99 is not supported"
+    assert torch_models.stage_error("export", RuntimeError("aten::diff")) == "export: aten::diff"
+    assert torch_models.stage_error("compile", KeyError("x")) == "compile: crash: KeyError: 'x'"
+
+
+def test_loading_the_torch_benchmark_imports_no_optional_extra(tmp_path: Path) -> None:
+    script = (f"import sys; sys.path.insert(0, {str(BENCHMARKS)!r}); import torch_models; "
+              "print(sorted(set(torch_models.EXTRAS[:4]) & set(sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
