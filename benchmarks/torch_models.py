@@ -6,7 +6,8 @@
 The architectures have random weights (seeded) and are built locally, never downloaded:
 torchvision's resnet18, mobilenet_v2, mobilenet_v3_small, efficientnet_b0, convnext_tiny and
 vit_b_16 on one 1x3x224x224 image; a small BERT and a small GPT-2 built by `transformers` from a
-config (2 layers, width 128, 2 heads) on `input_ids` of shape 1x32 (int64). Each is exported
+config (2 layers, width 128, 2 heads) on `input_ids` of shape 1x32 (int64) with an all-ones
+attention mask. Each is exported
 with static shapes by both of torch's exporters: `dynamo` (`torch.onnx.export(..., dynamo=True)`,
 torch's default, at its default opset) and `torchscript` (the legacy exporter, `dynamo=False,
 opset_version=17`). The files (and the messages of exports that failed) are cached under
@@ -80,7 +81,9 @@ def _torchvision(name: str) -> Callable[[], Any]:
 
 
 def _last_hidden_state(model: Any) -> Any:
-    """The transformer as a one-input, one-output module (no mask, no cache, no pooler)."""
+    """The transformer as a one-input, one-output module: the all-ones attention mask a tokenizer
+    gives one unpadded sequence (without a mask, transformers checks for packed sequences with
+    `torch.diff`, which the legacy exporter cannot export), no cache, no pooler."""
     import torch
 
     class LastHiddenState(torch.nn.Module):
@@ -89,7 +92,7 @@ def _last_hidden_state(model: Any) -> Any:
             self.model = model
 
         def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-            return self.model(input_ids=input_ids).last_hidden_state
+            return self.model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids)).last_hidden_state
 
     return LastHiddenState()
 
