@@ -14,6 +14,10 @@ _UNARY = {"Relu": "nn.relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp",
 _BINARY = {"Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide", "Pow": "power",
            "Equal": "equal", "Greater": "greater", "Less": "less", "And": "logical_and",
            "Or": "logical_or", "GreaterOrEqual": "greater_equal", "LessOrEqual": "less_equal"}
+# The math functions and bit operations of irtool/ops/definitions/math.py and bitwise.py.
+_UNARY |= {op: op.lower() for op in ("Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh",
+                                     "Atanh", "Sign", "IsNaN")} | {"BitwiseNot": "bitwise_not"}
+_BINARY |= {"Xor": "logical_xor", "BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or", "BitwiseXor": "bitwise_xor"}
 
 
 @converter(*_UNARY)
