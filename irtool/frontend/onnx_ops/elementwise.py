@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value, relay_dtype
+from irtool.frontend.onnx_ops.activations import softplus
 from irtool.frontend.onnx_ops.common import (converter, norm_axis, required, reshaped, scalar)
 
 _UNARY = {"Relu": "nn.relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "Log": "log",
@@ -146,8 +147,7 @@ def _selu(b: Builder, node: Node) -> list[Value | None]:
 
 @converter("Softplus")
 def _softplus(b: Builder, node: Node) -> list[Value | None]:
-    x = required(node, 0, "X")
-    return [b.call("log", [b.call("add", [b.call("exp", [x]), scalar(b, 1.0, x.dtype)])])]
+    return [softplus(b, required(node, 0, "X"))]
 
 
 @converter("Softsign")
