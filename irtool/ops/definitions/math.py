@@ -35,19 +35,19 @@ register(OpDef("sign", 1, (), OpPattern.ELEMWISE, identity_rel("sign", "numeric"
                description="-1, 0 or 1 by the sign of x (+0 for either zero, NaN for NaN)"))
 
 
-def _test_rel(name: str) -> Callable[[Sequence[Type], Attrs], Type]:
+def _predicate_rel(name: str) -> Callable[[Sequence[Type], Attrs], Type]:
     def rel(types: Sequence[Type], attrs: Attrs) -> Type:
         x = check_domain(name, tensor_arg(name, types, 0), "numeric")
         return TensorType(x.shape, "bool")
     return rel
 
 
-def _test(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[[list[Value], Attrs], Value]:
+def _predicate(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[[list[Value], Attrs], Value]:
     return lambda args, attrs: as_array(fn(args[0]), "bool")
 
 
 for _name, _fn, _what in (("isnan", np.isnan, "NaN"), ("isinf", np.isinf, "infinite")):
-    register(OpDef(_name, 1, (), OpPattern.ELEMWISE, _test_rel(_name), _test(_fn),
+    register(OpDef(_name, 1, (), OpPattern.ELEMWISE, _predicate_rel(_name), _predicate(_fn),
                    description=f"whether each element is {_what} (never for integers)"))
 
 
