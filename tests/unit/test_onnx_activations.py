@@ -51,6 +51,13 @@ def test_activation_matches_onnxruntime(op: str, attrs: dict, opset: int) -> Non
     agree([N(op, ["x"], ["y"], **attrs)], {"x": spread(3, 17)}, opset, native=not attrs, rtol=2e-6)
 
 
+@pytest.mark.parametrize("op,opset", [("Gelu", 20), ("Mish", 18), ("HardSwish", 14)])
+def test_float16_activation_is_computed_in_float32(op: str, opset: int) -> None:
+    x = spread(4, 9).astype(np.float16)
+    out = agree([N(op, ["x"], ["y"])], {"x": x}, opset, rtol=1e-3, atol=1e-3)
+    assert out[0].dtype == np.float16
+
+
 def test_hard_sigmoid_saturates_exactly() -> None:
     out = agree([N("HardSigmoid", ["x"], ["y"])], {"x": np.array([-10.0, -2.5, 0.0, 2.5, 10.0], np.float32)}, 6)
     assert out[0].tolist() == [0.0, 0.0, 0.5, 1.0, 1.0]
@@ -72,6 +79,23 @@ def test_softplus_and_mish_keep_their_digits_far_from_zero() -> None:
     exact = [math.log1p(math.exp(float(v))) for v in x]
     np.testing.assert_allclose(softplus, exact, rtol=1e-6)
     np.testing.assert_allclose(mish, [float(v) * math.tanh(s) for v, s in zip(x, exact)], rtol=1e-6)
+
+
+def test_gelu_and_mish_keep_their_digits_in_both_tails() -> None:
+    """Against the definitions in float64 (math.erfc, math.tanh): a few float32 ulp even at
+    x = -8, where x·(1 + erf(x/√2))/2 in float32 has no correct digit left."""
+    x = np.linspace(-8, 8, 161).astype(np.float32)
+    result = import_model(build([N("Gelu", ["x"], ["g"]), N("Gelu", ["x"], ["t"], approximate="tanh"),
+                                 N("Mish", ["x"], ["m"])], {"x": x}, None, ("g", "t", "m"), 20))
+    gelu, gelu_tanh, mish = run_function(result.module, [x])
+    v = [float(e) for e in x]
+    c = math.sqrt(2 / math.pi)
+    # Far in the tails exp's argument (about -32, -45) is itself rounded to float32: rtol 5e-6.
+    np.testing.assert_allclose(gelu, [e / 2 * math.erfc(-e / math.sqrt(2)) for e in v], rtol=5e-6, atol=1e-30)
+    # (1 + tanh z)/2 = 1/(1 + exp(-2z)): the float64 oracle must not cancel either.
+    np.testing.assert_allclose(gelu_tanh, [e / (1 + math.exp(-2 * c * (e + 0.044715 * e ** 3))) for e in v],
+                               rtol=5e-6, atol=1e-30)
+    np.testing.assert_allclose(mish, [e * math.tanh(math.log1p(math.exp(e))) for e in v], rtol=2e-6, atol=1e-30)
 
 
 def test_bfloat16_activation_is_rounded_once() -> None:

@@ -11,6 +11,7 @@ import math
 
 from irtool.frontend.onnx_values import Builder, Converter, Node, Unsupported, Value
 from irtool.frontend.onnx_ops.common import converter, required, scalar
+from irtool.ops.definitions.elementwise import _ERFC_COEFFS as ERFC_COEFFS
 
 
 def _times(b: Builder, x: Value, factor: float) -> Value:
@@ -41,16 +42,17 @@ def softplus(b: Builder, x: Value) -> Value:
     return b.call("add", [positive, log1p(b, b.call("exp", [b.call("negative", [b.call("abs", [x])])]))])
 
 
-def _bfloat16_in_float32(convert: Converter) -> Converter:
-    """bfloat16 computed in float32 and rounded once at the end (as the ONNX reference does):
-    its 8-bit mantissa would lose a digit at every step of a composition."""
+def _in_float32(convert: Converter) -> Converter:
+    """float16 and bfloat16 computed in float32 and rounded once at the end (as the ONNX
+    reference does for bfloat16): their short mantissas would lose digits at every step of a
+    composition."""
     def wrapped(b: Builder, node: Node) -> list[Value | None]:
         x = node.input(0)
-        if x is None or x.dtype != "bfloat16":
+        if x is None or x.dtype not in ("float16", "bfloat16"):
             return convert(b, node)
         wide = Node(node.op_type, node.name, [b.call("cast", [x], dtype="float32"), *node.inputs[1:]], node.attrs,
                     node.num_outputs, node.used_outputs)
-        return [None if out is None else b.call("cast", [out], dtype="bfloat16") for out in convert(b, wide)]
+        return [None if out is None else b.call("cast", [out], dtype=x.dtype) for out in convert(b, wide)]
     return wrapped
 
 
@@ -59,37 +61,52 @@ def _attr(node: Node, key: str, default: float) -> float:
 
 
 @converter("HardSigmoid")
-@_bfloat16_in_float32
+@_in_float32
 def _hard_sigmoid_op(b: Builder, node: Node) -> list[Value | None]:
     return [_hard_sigmoid(b, required(node, 0, "X"), _attr(node, "alpha", 0.2), _attr(node, "beta", 0.5))]
 
 
 @converter("HardSwish")
-@_bfloat16_in_float32
+@_in_float32
 def _hard_swish(b: Builder, node: Node) -> list[Value | None]:
     x = required(node, 0, "X")
     return [b.call("multiply", [x, _hard_sigmoid(b, x, 1 / 6, 0.5)])]
 
 
+def _gelu_erf(b: Builder, x: Value) -> Value:
+    """x·Φ(x) = x/2·erfc(−x/√2). erfc(a) = t·exp(−a² + P(t)) with t = 1/(1 + a/2) for a ≥ 0 (the
+    Chebyshev fit of the registry's `erf`, relative error below 1.2e-7) and erfc(−a) = 2 − erfc(a):
+    a few multiply-adds and one exp, which vectorise (erf is a libm call per element), and no
+    cancellation in the negative tail, where 1 + erf(x/√2) loses the digits."""
+    a = _times(b, b.call("abs", [x]), 1 / math.sqrt(2))
+    t = b.call("divide", [scalar(b, 1.0, x.dtype), _plus(b, _times(b, a, 0.5), 1.0)])
+    poly = scalar(b, ERFC_COEFFS[-1], x.dtype)
+    for c in reversed(ERFC_COEFFS[:-1]):
+        poly = _plus(b, b.call("multiply", [poly, t]), c)
+    tail = b.call("multiply", [t, b.call("exp", [b.call("subtract", [poly, b.call("multiply", [a, a])])])])
+    positive = b.call("greater", [x, scalar(b, 0.0, x.dtype)])
+    erfc = b.call("where", [positive, b.call("subtract", [scalar(b, 2.0, x.dtype), tail]), tail])
+    return b.call("multiply", [_times(b, x, 0.5), erfc])
+
+
 @converter("Gelu")
-@_bfloat16_in_float32
+@_in_float32
 def _gelu(b: Builder, node: Node) -> list[Value | None]:
-    """x·Φ(x) = x/2·(1 + erf(x/√2)); "tanh": x/2·(1 + tanh(√(2/π)·(x + 0.044715·x³)))."""
+    """approximate="tanh": x/2·(1 + tanh(√(2/π)·(x + 0.044715·x³))), computed as the equal
+    x·sigmoid(2√(2/π)·(x + 0.044715·x³)) (sigmoid is an exp, tanh a libm call per element)."""
     x = required(node, 0, "X")
     approximate = str(node.attr("approximate", "none"))
     if approximate == "none":
-        inner = b.call("erf", [_times(b, x, 1 / math.sqrt(2))])
-    elif approximate == "tanh":
-        cube = b.call("multiply", [b.call("multiply", [x, x]), x])
-        poly = b.call("add", [x, _times(b, cube, 0.044715)])
-        inner = b.call("tanh", [_times(b, poly, math.sqrt(2 / math.pi))])
-    else:
+        return [_gelu_erf(b, x)]
+    if approximate != "tanh":
         raise Unsupported(f"approximate='{approximate}' (none or tanh)")
-    return [b.call("multiply", [_times(b, x, 0.5), _plus(b, inner, 1.0)])]
+    cube = b.call("multiply", [b.call("multiply", [x, x]), x])
+    inner = _times(b, b.call("add", [x, _times(b, cube, 0.044715)]), 2 * math.sqrt(2 / math.pi))
+    return [b.call("multiply", [x, b.call("sigmoid", [inner])])]
 
 
 @converter("Swish")
-@_bfloat16_in_float32
+@_in_float32
 def _swish(b: Builder, node: Node) -> list[Value | None]:
     x = required(node, 0, "X")
     alpha = _attr(node, "alpha", 1.0)
@@ -97,14 +114,18 @@ def _swish(b: Builder, node: Node) -> list[Value | None]:
 
 
 @converter("Mish")
-@_bfloat16_in_float32
+@_in_float32
 def _mish(b: Builder, node: Node) -> list[Value | None]:
+    """x·tanh(softplus(x)) = x·m/(m + 2) with m = n(n + 2), n = exp(x): one exp instead of exp,
+    log and tanh. Above x = 20 the ratio is 1 in float32, so exp(min(x, 20)) cannot overflow."""
     x = required(node, 0, "X")
-    return [b.call("multiply", [x, b.call("tanh", [softplus(b, x)])])]
+    n = b.call("exp", [b.call("minimum", [x, scalar(b, 20.0, x.dtype)])])
+    m = b.call("multiply", [n, _plus(b, n, 2.0)])
+    return [b.call("multiply", [x, b.call("divide", [m, _plus(b, m, 2.0)])])]
 
 
 @converter("Celu")
-@_bfloat16_in_float32
+@_in_float32
 def _celu(b: Builder, node: Node) -> list[Value | None]:
     """max(0, x) + min(0, alpha·(exp(x/alpha) − 1))."""
     x = required(node, 0, "X")
@@ -116,7 +137,7 @@ def _celu(b: Builder, node: Node) -> list[Value | None]:
 
 
 @converter("ThresholdedRelu")
-@_bfloat16_in_float32
+@_in_float32
 def _thresholded_relu(b: Builder, node: Node) -> list[Value | None]:
     x = required(node, 0, "X")
     above = b.call("greater", [x, scalar(b, _attr(node, "alpha", 1.0), x.dtype)])
@@ -124,7 +145,7 @@ def _thresholded_relu(b: Builder, node: Node) -> list[Value | None]:
 
 
 @converter("Shrink")
-@_bfloat16_in_float32
+@_in_float32
 def _shrink(b: Builder, node: Node) -> list[Value | None]:
     """x + bias below −lambd, x − bias above lambd, 0 between; integers computed in float64 (as
     the ONNX reference does) and converted back."""
