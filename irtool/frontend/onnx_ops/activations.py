@@ -1,8 +1,10 @@
-"""The activations of today's models as compositions of elementwise Relay operators (as TVM's
-ONNX frontend writes them): fuse-ops puts them in the producing kernel's epilogue.
+"""The activations of today's models as compositions of elementwise Relay operators (TVM's
+ONNX frontend decomposes them too): fuse-ops puts them in the producing kernel's epilogue.
 
 HardSigmoid, HardSwish (MobileNetV3), Gelu (BERT, ViT; `approximate="tanh"` in GPT-2), Swish
-(EfficientNet's SiLU), Mish, Celu, ThresholdedRelu and Shrink.
+(EfficientNet's SiLU), Mish, Celu, ThresholdedRelu and Shrink; the smooth ones are written with
+one `exp` each, the cheapest transcendental natively, in forms that keep their digits in both
+tails. `softplus` serves elementwise.py's Softplus as well.
 """
 
 from __future__ import annotations
