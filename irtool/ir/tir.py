@@ -24,13 +24,17 @@ from irtool.ir.types import dtype_bits, parse_dtype
 ARITH_OPS = ("add", "sub", "mul", "div", "floordiv", "floormod", "min", "max")
 COMPARE_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
 LOGIC_OPS = ("and", "or")
+# Integer bit operations, printed as calls. A shift count outside [0, bits) shifts every bit out
+# (0, or -1 for `shift_right` of a negative value), as numpy's shifts do.
+BIT_OPS = ("bitwise_and", "bitwise_or", "bitwise_xor", "shift_left", "shift_right")
 INFIX_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "eq": "==", "ne": "!=", "lt": "<",
                  "le": "<=", "gt": ">", "ge": ">="}
 SYMBOL_OPS = {symbol: op for op, symbol in INFIX_SYMBOLS.items()}
 # Math intrinsics (`exp(%x)`): name -> number of arguments. All take and return floats of one dtype.
 INTRINSICS = {"exp": 1, "exp2": 1, "log": 1, "log2": 1, "log10": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1,
               "sigmoid": 1, "erf": 1, "fabs": 1, "floor": 1, "ceil": 1, "round": 1, "trunc": 1, "sin": 1,
-              "cos": 1, "pow": 2, "fma": 3}
+              "cos": 1, "tan": 1, "asin": 1, "acos": 1, "atan": 1, "sinh": 1, "cosh": 1, "asinh": 1,
+              "acosh": 1, "atanh": 1, "pow": 2, "fmod": 2, "fma": 3}
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
 SCOPES = ("global", "local")
 
@@ -172,7 +176,7 @@ class Cast(PrimExpr):
 
 
 class BinaryOp(PrimExpr):
-    """`op` is one of ARITH_OPS, COMPARE_OPS or LOGIC_OPS; comparisons give bool lanes."""
+    """`op` is one of ARITH_OPS, COMPARE_OPS, LOGIC_OPS or BIT_OPS; comparisons give bool lanes."""
 
     __slots__ = ("op", "a", "b")
 

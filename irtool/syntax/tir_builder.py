@@ -13,14 +13,14 @@ from typing import Any, Callable
 
 from irtool.ir.expr import Attrs
 from irtool.core.span import Span
-from irtool.ir.tir import (INTRINSICS, LOOP_KINDS, SCOPES, SYMBOL_OPS, Allocate, AssertStmt, BinaryOp, Broadcast,
+from irtool.ir.tir import (BIT_OPS, INTRINSICS, LOOP_KINDS, SCOPES, SYMBOL_OPS, Allocate, AssertStmt, BinaryOp, Broadcast,
                            Buffer, BufferLoad, BufferStore, Call, Cast, Evaluate, FloatImm, For, IfExpr, IfThenElse,
                            IntImm, LetStmt, Not, PrimExpr, PrimFunc, Ramp, Select, Stmt, Var, int_range, is_float,
                            is_int, lanes_of, seq, tir_dtype)
 from irtool.core.diagnostics import Diagnostic, DiagnosticError, suggest
 from irtool.syntax.lexer import SourceText, Token
 
-_BINARY_CALLS = ("floordiv", "floormod", "min", "max", "and", "or")
+_BINARY_CALLS = ("floordiv", "floormod", "min", "max", "and", "or", *BIT_OPS)
 _BUILTINS = (*_BINARY_CALLS, "not", "select", "if_then_else", "ramp", "broadcast", *INTRINSICS)
 _KIND_NAMES = {"range": "serial", **{kind: kind for kind in LOOP_KINDS if kind != "serial"}}
 _BUFFER_OPTIONS = ("strides", "align", "scope")

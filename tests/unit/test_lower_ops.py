@@ -56,6 +56,24 @@ CASES: list[tuple[str, str, dict[str, tuple[tuple[int, ...], str]]]] = [
     ("logical_or", "logical_or(%x, %y)", {"x": ((2, 3), "int32"), "y": ((2, 1), "int32")}),
     ("where", "where(%c, %x, %y)", {"c": ((3, 1), "bool"), "x": ((4,), F), "y": ((3, 4), F)}),
     ("where", "where(%c, %x, %y)", {"c": ((4,), "int32"), "x": ((2, 4), F), "y": ((), F)}),
+    # math functions, remainders and bit operations (the arguments keep asin/acos/atanh/acosh in their domains)
+    *[(name, f"{name}(%x)", {"x": ((2, 3), F)}) for name in
+      ("sin", "cos", "tan", "atan", "sinh", "cosh", "asinh", "sign", "isnan", "isinf")],
+    *[(name, f"{name}(tanh(%x))", {"x": ((5,), F)}) for name in ("asin", "acos", "atanh")],
+    ("acosh", "acosh(abs(%x) + 1f64)", {"x": ((5,), "float64")}),
+    ("sin", "sin(%x)", {"x": ((4,), "int32")}),
+    ("sign", "sign(%x)", {"x": ((5,), "int8")}),
+    ("sign", "sign(%x)", {"x": ((5,), "uint8")}),
+    ("isinf", "isinf(%x)", {"x": ((3,), "int32")}),
+    ("mod", "mod(%x, %y)", {"x": ((2, 3), F), "y": ((3,), F)}),
+    ("mod", "mod(%x, %y)", {"x": ((3, 4), "int32"), "y": ((4,), "int32")}),
+    ("floor_mod", "floor_mod(%x, %y)", {"x": ((2, 3), "float64"), "y": ((2, 1), "float64")}),
+    ("floor_mod", "floor_mod(%x, %y)", {"x": ((3, 4), "int8"), "y": ((4,), "int8")}),
+    *[(name, f"{name}(%x, %y)", {"x": ((2, 4), "int32"), "y": ((4,), "int32")}) for name in
+      ("bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift", "logical_xor")],
+    ("right_shift", "right_shift(%x, %y)", {"x": ((6,), "uint8"), "y": ((), "uint8")}),
+    ("bitwise_not", "bitwise_not(%x)", {"x": ((2, 3), "uint16")}),
+    ("logical_xor", "logical_xor(%x, %y)", {"x": ((2, 3), "bool"), "y": ((3,), "bool")}),
     # reductions
     ("sum", "sum(%x, axis=[1])", {"x": ((2, 3, 4), F)}),
     ("sum", "sum(%x, axis=[0, 2], keepdims=True)", {"x": ((2, 3, 4), F)}),
@@ -131,7 +149,8 @@ _EXACT = {"negative", "abs", "nn.relu", "copy", "floor", "ceil", "round", "logic
           "logical_or", "where", "max", "min", "argmax", "argmin", "nn.max_pool2d", "nn.global_max_pool2d",
           "nn.pad", "reshape", "squeeze", "expand_dims", "nn.batch_flatten", "transpose", "concatenate", "split",
           "strided_slice", "take", "layout_transform", "zeros", "ones", "full", "zeros_like", "ones_like",
-          "full_like", "nn.prelu", "nn.leaky_relu"}
+          "full_like", "nn.prelu", "nn.leaky_relu", "sign", "isnan", "isinf", "mod", "floor_mod", "bitwise_and",
+          "bitwise_or", "bitwise_xor", "bitwise_not", "left_shift", "right_shift", "logical_xor"}
 _VIEWS = {"reshape", "squeeze", "expand_dims", "nn.batch_flatten"}
 # Rules that refuse on purpose (simplify-inference removes these operators first).
 _REFUSED = {"nn.batch_norm", "nn.dropout"}

@@ -79,8 +79,8 @@ def test_sanitize_keeps_valid_names() -> None:
 
 
 def test_all_unsupported_operators_reported_at_once() -> None:
-    nodes = [N("Relu", ["x"], ["a"], name="r"), N("Hardmax", ["a"], ["b"], name="hm1"),
-             N("Hardmax", ["x"], ["c"], name="hm2"), N("Einsum", ["b", "c"], ["y"], name="es", equation="ij,ij->ij"),
+    nodes = [N("Relu", ["x"], ["a"], name="r"), N("Unique", ["a"], ["b"], name="u1"),
+             N("Unique", ["x"], ["c"], name="u2"), N("Einsum", ["b", "c"], ["y"], name="es", equation="ij,ij->ij"),
              N("Conv", ["x", "w"], ["z"], name="conv4d")]
     graph = helper.make_graph(
         nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 1, 2, 2, 2, 2])],
@@ -89,7 +89,7 @@ def test_all_unsupported_operators_reported_at_once() -> None:
     with pytest.raises(DiagnosticError) as info:
         import_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), source="bad.onnx")
     message = str(info.value)
-    assert "unsupported operators: Einsum (es); Hardmax (hm1, hm2)" in message
+    assert "unsupported operators: Einsum (es); Unique (u1, u2)" in message
     assert "node 'conv4d' (Conv): 4-d convolution" in message
 
 
@@ -131,7 +131,7 @@ def test_cli_writes_relay_and_params_then_runs(tmp_path: Path, capsys: pytest.Ca
 
 
 def test_cli_errors_leave_no_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    graph = helper.make_graph([N("Hardmax", ["x"], ["y"], name="h")], "g",
+    graph = helper.make_graph([N("Unique", ["x"], ["y"], name="h")], "g",
                               [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2])],
                               [helper.make_empty_tensor_value_info("y")])
     path = tmp_path / "bad.onnx"
@@ -140,7 +140,7 @@ def test_cli_errors_leave_no_output(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert importer.main([str(path), "-o", str(out)]) == 1
     assert not out.exists()
     err = capsys.readouterr().err
-    assert err.startswith("irtool-import: error: ") and "unsupported operator: Hardmax (h)" in err
+    assert err.startswith("irtool-import: error: ") and "unsupported operator: Unique (h)" in err
     (tmp_path / "junk.onnx").write_bytes(b"not a model")
     assert importer.main([str(tmp_path / "junk.onnx")]) == 1
     assert "not a valid ONNX model" in capsys.readouterr().err

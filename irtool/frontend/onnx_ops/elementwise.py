@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value, relay_dtype
+from irtool.frontend.onnx_ops.activations import softplus
 from irtool.frontend.onnx_ops.common import (converter, norm_axis, required, reshaped, scalar)
 
 _UNARY = {"Relu": "nn.relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "Log": "log",
@@ -14,6 +15,10 @@ _UNARY = {"Relu": "nn.relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp",
 _BINARY = {"Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide", "Pow": "power",
            "Equal": "equal", "Greater": "greater", "Less": "less", "And": "logical_and",
            "Or": "logical_or", "GreaterOrEqual": "greater_equal", "LessOrEqual": "less_equal"}
+# The math functions and bit operations of irtool/ops/definitions/math.py and bitwise.py.
+_UNARY |= {op: op.lower() for op in ("Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh",
+                                     "Atanh", "Sign", "IsNaN")} | {"BitwiseNot": "bitwise_not"}
+_BINARY |= {"Xor": "logical_xor", "BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or", "BitwiseXor": "bitwise_xor"}
 
 
 @converter(*_UNARY)
@@ -142,8 +147,7 @@ def _selu(b: Builder, node: Node) -> list[Value | None]:
 
 @converter("Softplus")
 def _softplus(b: Builder, node: Node) -> list[Value | None]:
-    x = required(node, 0, "X")
-    return [b.call("log", [b.call("add", [b.call("exp", [x]), scalar(b, 1.0, x.dtype)])])]
+    return [softplus(b, required(node, 0, "X"))]
 
 
 @converter("Softsign")

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value
-from irtool.frontend.onnx_ops.common import (converter, norm_axis, required, reshaped, scalar, transposed)
+from irtool.frontend.onnx_ops.common import (converter, over_axis, required, reshaped, scalar, transposed)
 
 @converter("BatchNormalization")
 def _batch_norm(b: Builder, node: Node) -> list[Value | None]:
@@ -50,15 +50,7 @@ def _lrn(b: Builder, node: Node) -> list[Value | None]:
 
 
 def _softmax(b: Builder, node: Node, op: str) -> list[Value | None]:
-    x = required(node, 0, "input")
-    if b.opset >= 13:
-        return [b.call(op, [x], axis=norm_axis(int(node.attr("axis", -1)), x.ndim))]  # type: ignore[call-overload]
-    # Before opset 13 the input is coerced to 2-d at `axis` and normalised over the second part.
-    axis = norm_axis(int(node.attr("axis", 1)), x.ndim)  # type: ignore[call-overload]
-    if axis == x.ndim - 1:
-        return [b.call(op, [x], axis=axis)]
-    flat = reshaped(b, x, (math.prod(x.shape[:axis]), math.prod(x.shape[axis:])))
-    return [reshaped(b, b.call(op, [flat], axis=1), x.shape)]
+    return [over_axis(b, node, required(node, 0, "input"), lambda x, axis: b.call(op, [x], axis=axis))]
 
 
 @converter("Softmax")

@@ -10,7 +10,8 @@ import math
 import numpy as np
 
 from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value
-from irtool.frontend.onnx_ops.common import (converter, int_list, norm_axis, required, reshaped, scalar, transposed)
+from irtool.frontend.onnx_ops.common import (converter, empty_reduction, extreme, int_list, norm_axis, required, reshaped,
+                                             scalar, transposed)
 
 @converter("Pad")
 def _pad(b: Builder, node: Node) -> list[Value | None]:
@@ -221,16 +222,27 @@ def _expand(b: Builder, node: Node) -> list[Value | None]:
     return [b.call("add", [x, zeros]) if x.dtype != "bool" else b.call("logical_or", [x, zeros])]
 
 
+def reduced_axes(b: Builder, node: Node, x: Value, axes_since: int) -> tuple[int, ...] | None:
+    """The sorted axes a Reduce* node reduces (axes an attribute before opset `axes_since`, an
+    input from it on; none given: all of them), or None when it is the identity
+    (`noop_with_empty_axes` without axes)."""
+    axes = _axes_input(b, node, axes_since)
+    if not axes:   # left out or empty
+        return None if int(node.attr("noop_with_empty_axes", 0)) else tuple(range(x.ndim))  # type: ignore[call-overload]
+    return tuple(sorted(norm_axis(a, x.ndim) for a in axes))
+
+
 def _reduce(b: Builder, node: Node, op: str, axes_since: int) -> list[Value | None]:
     x = required(node, 0, "data")
-    axes = _axes_input(b, node, axes_since)
+    axes = reduced_axes(b, node, x, axes_since)
+    if axes is None:
+        return [x]
     keepdims = bool(node.attr("keepdims", 1))
-    if not axes:
-        if axes is not None or not int(node.attr("noop_with_empty_axes", 0)):
-            axes = list(range(x.ndim))
-        else:
-            return [x]
-    return [b.call(op, [x], axis=tuple(sorted(norm_axis(a, x.ndim) for a in axes)), keepdims=keepdims)]
+    if op in ("max", "min"):   # of nothing: the dtype's lowest (highest) value
+        empty = empty_reduction(b, x, axes, keepdims, extreme(x.dtype, op == "max"))
+        if empty is not None:
+            return [empty]
+    return [b.call(op, [x], axis=axes, keepdims=keepdims)]
 
 
 _REDUCE = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "max", "ReduceMin": "min",

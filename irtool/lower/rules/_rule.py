@@ -62,3 +62,11 @@ def elementwise(out: Type, inputs: Sequence[Tensor], f: Callable[..., PrimExpr],
 def float_type_for(dtype: str) -> str:
     """The float type numpy computes a math function of an integer array in."""
     return str(np.result_type(np.dtype(dtype), np.float16))
+
+
+def elementwise_rules(functions: Mapping[str, Callable[..., PrimExpr]]) -> None:
+    """Declares each named operator's rule: `fn` of one element of each (broadcast) input."""
+    def declare(name: str, fn: Callable[..., PrimExpr]) -> None:
+        rule(name)(lambda args, attrs, out: elementwise(out, args, fn, name))
+    for name, fn in functions.items():
+        declare(name, fn)
