@@ -384,6 +384,72 @@ def test_type_errors() -> None:
     assert "undefined type `A`" in str(err) and err.span is not None and err.span.line == 3
 
 
+@pytest.mark.parametrize("text", ["let %x: float33 = 1f; %x", "let %x: Tensor[(2), int0] = 1; %x",
+                                  "let %x: int99999999999 = 1; %x", "let %x: bfloat8 = 1; %x",
+                                  "let %x: float32x0 = 1f; %x"])
+def test_dtypes_outside_the_table_are_refused_with_the_list(text: str) -> None:
+    err = error_of(text)
+    name = text.split(":")[1].split("=")[0].strip().removeprefix("Tensor[(2), ").rstrip("]")
+    assert str(err).startswith(f"unknown dtype `{name}`; the dtypes are bool, int8, int16, int32, int64, uint8, ")
+    assert "float16, float32, float64, bfloat16" in str(err)
+    assert err.span is not None and err.span.col == text.index(name) + 1 and err.span.end_col - err.span.col == len(name)
+
+
+@pytest.mark.parametrize("annotation, given", [("List[int32, float32]", 2), ("List", 0), ("List[List]", 0)])
+def test_adt_arity_is_checked_at_the_name(annotation: str, given: int) -> None:
+    err = error_of(HEADER + f"def @f(%x: {annotation}) {{ %x }}\ntype List[A] {{ Nil }}")
+    assert str(err) == f"type `List` takes 1 type argument, got {given}"
+    column = 12 if given != 0 or annotation == "List" else 17
+    assert err.span == Span("t.relay", 2, column, 2, column + 4)
+
+
+@pytest.mark.parametrize("kind, text, name, first, second", [
+    ("parameter", "def @f(%x: int32, %y, %x: float32) { %x }", "%x", "%x: int32", "%x: float32"),
+    ("parameter", "def @f() { fn (%a, %a) { %a } }", "%a", "%a", "%a"),
+    ("type parameter", "def @f[A, B, A](%x: A) { %x }", "A", "A", "A"),
+    ("type parameter", "type T[A, A] { C(A) }", "A", "A", "A"),
+    ("type parameter", "def @f(%x: fn [B, B](B) -> B) { %x }", "B", "B", "B"),
+    ("pattern variable", "def @f(%l: (int32, int32)) { match (%l) { (%h, %h: int32) => %h } }", "%h", "%h",
+     "%h: int32"),
+])
+def test_a_name_bound_twice_by_one_binder_is_an_error_at_the_second(kind: str, text: str, name: str, first: str,
+                                                                   second: str) -> None:
+    err = error_of(HEADER + text)
+    at_first = text.index(first)   # each name occurs first in its binder
+    at_second = text.index(second, at_first + len(first))
+    assert str(err) == f"duplicate {kind} `{name}`"
+    assert err.span == Span("t.relay", 2, at_second + 1, 2, at_second + 1 + len(second))
+    note = err.diagnostics[0].notes[0]
+    assert note.message == "first bound here" and note.span == Span("t.relay", 2, at_first + 1, 2,
+                                                                     at_first + 1 + len(first))
+
+
+def test_a_free_var_declared_twice_is_an_error() -> None:
+    err = error_of("free_var %x: float32;\nfree_var %x: int32;\n%x")
+    assert str(err) == "duplicate `free_var %x`" and err.span == Span("t.relay", 2, 10, 2, 12)
+    assert err.diagnostics[0].notes[0].span == Span("t.relay", 1, 10, 1, 12)
+
+
+def test_shadowing_in_nested_binders_is_still_allowed() -> None:
+    fn = parse_expr("fn (%x: int32) { let %x = 1; fn (%x: float32) { %x } }")
+    assert isinstance(fn, Function)
+
+
+@pytest.mark.parametrize("open_, close", [("(", ",)"), ("ref(", ")"), ("fn () -> ", ""), ("List[", "]")])
+def test_written_types_nest_at_most_100_levels(open_: str, close: str, default_recursion_limit: None) -> None:
+    def annotation(depth: int) -> str:
+        return open_ * depth + "float32" + close * depth
+
+    adt = "\ntype List[A] { Nil }"
+    mod = parse(HEADER + f"def @f(%x: {annotation(100)}) {{ 0 }}" + adt)
+    assert isinstance(mod, IRModule) and mod["f"].params[0].type_annotation.depth == 100
+    deep = 5000
+    err = error_of(HEADER + f"def @f(%x: {annotation(deep)}) {{ 0 }}" + adt)
+    assert str(err) == "type nested too deeply (limit 100)"
+    column = 12 + len(open_) * (deep - 101)   # the first type 101 levels deep, counted from the inside
+    assert err.span == Span("t.relay", 2, column, 2, column + 1)
+
+
 def test_meta_constants_and_metadata_section() -> None:
     text = (HEADER + "def @main() {\n  (meta[relay.Constant][0], meta[relay.Constant][1], meta[relay.Constant][0])\n}\n"
             "#[metadata]\n"
