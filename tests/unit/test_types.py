@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from irtool.ir import Function, Var, structural_equal, structural_hash
 from irtool.ir.types import (MAX_TYPE_DEPTH, FuncType, IncompleteType, RefType, TensorType, TupleType, Type, TypeCall,
                              TypeVar, parse_dtype, type_text_prefix, type_to_text)
 
@@ -43,6 +44,16 @@ def test_equality_and_hash_of_exponentially_long_types_visit_each_part_once() ->
     assert a is not b and a == b and hash(a) == hash(b)
     assert a != doubling(60, I32) and a != doubling(59)
     assert len({a, b, doubling(60, I32)}) == 2
+
+
+def test_structural_equality_of_programs_annotated_with_shared_types() -> None:
+    def identity(depth: int) -> Function:
+        x = Var("x", doubling(depth))
+        return Function([x], x, doubling(depth))
+
+    assert structural_equal(identity(60), identity(60))
+    assert structural_hash(identity(60)) == structural_hash(identity(60))
+    assert not structural_equal(identity(60), identity(59))
 
 
 def test_equality_compares_what_besides_the_parts_tells_types_apart() -> None:
