@@ -13,8 +13,8 @@ number of distinct nodes, and its depth is not limited by Python's recursion lim
 DAGs too (`(%a, %a)` holds the type of `%a` twice) and the solver walks each shared part once, so
 a chain of such tuples checks in linear time although its types are exponentially long written
 out. Annotations are kind-checked (each ADT applied to as many arguments as it has parameters),
-and no type may nest deeper than `MAX_TYPE_DEPTH`: the deepest accepted nesting is reported at
-the first expression (or binder) whose type exceeds it.
+and no type may nest deeper than `MAX_TYPE_DEPTH`: a deeper one is reported at the first
+expression (or binder) found to have it.
 """
 
 from __future__ import annotations
