@@ -18,7 +18,7 @@ import numpy as np
 
 from irtool.ir.expr import EMPTY_ATTRS, Attrs
 from irtool.core.span import Span
-from irtool.ir.types import dtype_bits, parse_dtype
+from irtool.ir.types import dtype_bits
 
 # Binary operators: infix ones print with their symbol, the rest as calls `floordiv(a, b)`.
 ARITH_OPS = ("add", "sub", "mul", "div", "floordiv", "floormod", "min", "max")
@@ -38,22 +38,7 @@ INTRINSICS = {"exp": 1, "exp2": 1, "log": 1, "log2": 1, "log10": 1, "sqrt": 1, "
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
 SCOPES = ("global", "local")
 
-# Bit widths a dtype may have; float literals are kept rounded to the widths numpy has.
-_WIDTHS = {"int": (8, 16, 32, 64), "uint": (8, 16, 32, 64), "float": (16, 32, 64), "bfloat": (16,), "bool": (1,)}
-_NUMPY_FLOATS = ("float16", "float32", "float64")
-
-
-@lru_cache(maxsize=None)
-def tir_dtype(name: str) -> str | None:
-    """The canonical dtype a TIR type name denotes (`int` is int32, `float32x16` a vector), or None
-    for a name that is not a dtype with a machine type (`float33`)."""
-    dtype = parse_dtype(name)
-    if dtype is None:
-        return None
-    base = dtype.rstrip("0123456789x")
-    base = "bool" if base.startswith("bool") else base
-    bits, lanes = dtype_bits(dtype)
-    return dtype if bits in _WIDTHS.get(base, ()) and lanes >= 1 else None
+_NUMPY_FLOATS = ("float16", "float32", "float64")   # float literals are kept rounded to these
 
 
 @lru_cache(maxsize=None)
