@@ -252,6 +252,8 @@ def _topk_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     k = int(attrs["k"])  # type: ignore[arg-type]
     if k >= 1 and is_known(extent) and k > extent:  # type: ignore[operator]
         raise TypeRelError(f"{op}: k={k} is more than the {extent} elements of axis {axis} of {x}")
+    if not str(attrs["dtype"]).startswith(("int", "uint")):
+        raise TypeRelError(f"{op}: the indices' dtype must be an integer type, got {attrs['dtype']!r}")
     count: Dim = k if k >= 1 else extent
     shape = x.shape[:axis] + (count,) + x.shape[axis + 1:]
     values, indices = TensorType(shape, x.dtype), TensorType(shape, str(attrs["dtype"]))
@@ -326,25 +328,30 @@ register(OpDef("cumprod", 1, SCAN_ATTRS, OpPattern.OPAQUE, _scan_rel("cumprod"),
 
 # ------------------------------------------------------------------------------------- arange
 
-def arange_length(start: float, stop: float, step: float) -> int:
-    """max(ceil((stop - start) / step), 0), in double precision as onnxruntime counts."""
-    return max(int(math.ceil((stop - start) / step)), 0)
+def arange_length(start: float, stop: float, step: float) -> float:
+    """max(ceil((stop - start) / step), 0), in double precision as onnxruntime counts (inf when
+    the quotient overflows)."""
+    q = (stop - start) / step
+    return max(math.ceil(q), 0) if math.isfinite(q) else math.inf
 
 
 def _arange_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     start, stop, step = (float(attrs[k]) for k in ("start", "stop", "step"))  # type: ignore[arg-type]
+    dtype = str(attrs["dtype"])
+    if dtype in ("", "bool"):
+        raise TypeRelError(f"arange: dtype must be a numeric type, got {dtype!r}")
     if step == 0 or not all(math.isfinite(v) for v in (start, stop, step)):
         raise TypeRelError(f"arange: start {start}, stop {stop} and step {step} must be finite, step non-zero")
     n = arange_length(start, stop, step)
     if n > 2 ** 31 - 1:
-        raise TypeRelError(f"arange: {n} elements are too many")
-    return TensorType((n,), str(attrs["dtype"]))
+        raise TypeRelError(f"arange: from {start} to {stop} by {step} is too many elements")
+    return TensorType((int(n),), dtype)
 
 
 def _arange(args: list[Value], attrs: Attrs) -> Value:
     dtype = np_dtype(str(attrs["dtype"]))
     start, stop, step = (float(attrs[k]) for k in ("start", "stop", "step"))  # type: ignore[arg-type]
-    i = np.arange(arange_length(start, stop, step))
+    i = np.arange(int(arange_length(start, stop, step)))
     if np.issubdtype(dtype, np.floating):  # start + i * step in the dtype, as the native loop
         return (dtype.type(start) + i.astype(dtype) * dtype.type(step)).astype(dtype)
     return as_array(int(start) + i * int(step), str(dtype))
