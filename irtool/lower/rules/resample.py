@@ -126,6 +126,30 @@ def _axis_taps(how: ResizeMethod, ax: AxisResize, o: PrimExpr) -> tuple[Taps, Pr
     return raw, outside
 
 
+def _tables(how: ResizeMethod, ax: AxisResize, ct: str, count: int, label: str) -> tuple[Compute, Compute | None]:
+    """The input index and the weight of tap k at output position o, as (n_out, K) stages the
+    kernel computes once (weights divided by their sum where the reference normalises); None
+    for nearest's weights, all 1."""
+    def position(ctx: Element, idx: Idx) -> PrimExpr:
+        taps, _ = _axis_taps(how, ax, idx[0])
+        return taps(idx[1])[0]
+    positions = Compute((ax.n_out, count), "int32", position, f"{label}_index", stage=True)
+    if how.method == "nearest_neighbor":
+        return positions, None
+    normalized = how.exclude_outside or uses_antialias(how, ax)
+
+    def weight(ctx: Element, idx: Idx) -> PrimExpr:
+        taps, _ = _axis_taps(how, ax, idx[0])
+        w = taps(idx[1])[1]
+        if normalized:
+            total = taps(0)[1]
+            for k in range(1, count):
+                total = _op("add", total, taps(k)[1])
+            w = _op("div", w, total)
+        return cast(ct, w)
+    return positions, Compute((ax.n_out, count), ct, weight, f"{label}_weight", stage=True)
+
+
 def _resize_rule(name: str) -> None:
     @rule(name)
     def lower(args: list, attrs: Attrs, out: Type) -> Tensor:
@@ -135,63 +159,48 @@ def _resize_rule(name: str) -> None:
         dtype = out_tensor_type(out).dtype
         ct = "float32" if x.dtype in ("float16", "bfloat16") else x.dtype   # the arithmetic's type
         counts = [tap_count(how, ax) for _, ax in axes]
-        normalized = how.exclude_outside or any(uses_antialias(how, ax) for _, ax in axes)
+        tables = [_tables(how, ax, ct, c, f"{name[6:]}_{axis}") for (axis, ax), c in zip(axes, counts)]
         extrapolation = imm(float(attrs["extrapolation_value"]), dtype)  # type: ignore[arg-type]
-        inline = _product(counts) <= MAX_INLINE_TAPS
-        nearest = how.method == "nearest_neighbor"
 
-        def setup(idx: Idx) -> tuple[list[Taps], PrimExpr | None]:
-            taps, outside = [], []
-            for axis, ax in axes:
-                t, o = _axis_taps(how, ax, idx[axis])
-                taps.append(t)
-                if o is not None:
-                    outside.append(o)
-            cond = None
-            for c in outside:
-                cond = c if cond is None else _op("or", cond, c)
-            return taps, cond
-
-        def at(ctx: Element, idx: Idx, picks: list[tuple[PrimExpr, PrimExpr]]) -> tuple[PrimExpr, PrimExpr]:
+        def term(ctx: Element, idx: Idx, taps: Idx) -> PrimExpr:
+            """weight · x at one tap per axis (tap numbers `taps`)."""
             where = list(idx)
             weight: PrimExpr | None = None
-            for (axis, _), (i, w) in zip(axes, picks):
-                where[axis] = i
-                weight = w if weight is None else _op("mul", weight, w)
-            assert weight is not None
-            return cast(ct, ctx.load(x, tuple(where))), cast(ct, weight)
+            for (axis, _), (positions, weights), k in zip(axes, tables, taps):
+                where[axis] = ctx.load(positions, (idx[axis], k))
+                if weights is not None:
+                    w = ctx.load(weights, (idx[axis], k))
+                    weight = w if weight is None else _op("mul", weight, w)
+            value = cast(ct, ctx.load(x, tuple(where)))
+            return value if weight is None else _op("mul", weight, value)
 
-        def finish(value: PrimExpr, outside: PrimExpr | None) -> PrimExpr:
+        def finish(idx: Idx, value: PrimExpr) -> PrimExpr:
             value = cast(dtype, value)
-            return value if outside is None else select(outside, extrapolation, value)
+            if how.coordinates != "tf_crop_and_resize":
+                return value
+            outside: PrimExpr | None = None
+            for axis, ax in axes:
+                o = _axis_taps(how, ax, idx[axis])[1]
+                assert o is not None
+                outside = o if outside is None else _op("or", outside, o)
+            assert outside is not None
+            return select(outside, extrapolation, value)
 
-        if inline:
+        if _product(counts) <= MAX_INLINE_TAPS:
             def f(ctx: Element, idx: Idx) -> PrimExpr:
-                taps, outside = setup(idx)
-                per_axis = [[t(k) for k in range(c)] for t, c in zip(taps, counts)]
-                if normalized:  # each axis's weights divided by their sum, as the reference
-                    per_axis = [_normalized(p) for p in per_axis]
                 total: PrimExpr | None = None
-                for picks in itertools.product(*per_axis):
-                    v, w = at(ctx, idx, list(picks))
-                    term = v if nearest else _op("mul", w, v)
-                    total = term if total is None else _op("add", total, term)
+                for taps in itertools.product(*[range(c) for c in counts]):
+                    t = term(ctx, idx, tuple(imm(k, "int32") for k in taps))
+                    total = t if total is None else _op("add", total, t)
                 assert total is not None
-                return finish(total, outside)
+                return finish(idx, total)
             return Compute(shape_of(out), dtype, f, name.replace("image.", ""))
 
         def fbody(ctx: Element, idx: Idx) -> PrimExpr:
-            taps, outside = setup(idx)
             acc = ctx.accumulator(ct, imm(0, ct), "resize_acc")
-            norm = ctx.accumulator(ct, imm(0, ct), "resize_weight")
-
-            def body(r: Idx) -> list:
-                v, w = at(ctx, idx, [t(k) for t, k in zip(taps, r)])
-                return [acc_store(acc, _op("add", acc_load(acc), _op("mul", w, v))),
-                        acc_store(norm, _op("add", acc_load(norm), w))]
-            ctx.loop(counts, [f"tap{k}" for k in range(len(counts))], body)
-            total = _op("div", acc_load(acc), acc_load(norm)) if normalized else acc_load(acc)
-            return finish(total, outside)
+            ctx.loop(counts, [f"tap{k}" for k in range(len(counts))],
+                     lambda r: acc_store(acc, _op("add", acc_load(acc), term(ctx, idx, r))))
+            return finish(idx, acc_load(acc))
         return Reduce(shape_of(out), dtype, fbody, name.replace("image.", ""))
 
 
@@ -200,14 +209,6 @@ def _product(values: list[int]) -> int:
     for v in values:
         total *= v
     return total
-
-
-def _normalized(taps: list[tuple[PrimExpr, PrimExpr]]) -> list[tuple[PrimExpr, PrimExpr]]:
-    total: PrimExpr | None = None
-    for _, w in taps:
-        total = w if total is None else _op("add", total, w)
-    assert total is not None
-    return [(i, _op("div", w, total)) for i, w in taps]
 
 
 for _name in RESIZE_AXES:
