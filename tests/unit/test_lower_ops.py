@@ -141,6 +141,45 @@ CASES: list[tuple[str, str, dict[str, tuple[tuple[int, ...], str]]]] = [
     ("zeros_like", "zeros_like(%x)", {"x": ((2, 3), F)}),
     ("ones_like", "ones_like(%x)", {"x": ((3,), "int8")}),
     ("full_like", "full_like(%x, %v)", {"x": ((2, 3), F), "v": ((), F)}),
+    # indexing, normalization, resampling (issue 14; tests/unit/test_onnx_indexing.py etc. go deeper).
+    # Indices are named `j`: random in [-9, 9], so axes of 10 keep them in range (negatives wrap).
+    ("gather", "gather(%x, %j, axis=1)", {"x": ((2, 10), F), "j": ((2, 3), "int64")}),
+    ("gather_nd", "gather_nd(%x, %j, batch_dims=1)", {"x": ((2, 10, 3), F), "j": ((1, 2, 4), "int32")}),
+    ("scatter_elements", "scatter_elements(%x, %j, %u, axis=1)", {"x": ((3, 10), F), "j": ((2, 4), "int64"),
+                                                                 "u": ((2, 4), F)}),
+    ("scatter_elements", "scatter_elements(%x, %j, %u, reduction=\"max\")", {"x": ((10, 2), "int32"),
+                                                                          "j": ((6, 2), "int32"), "u": ((6, 2), "int32")}),
+    ("scatter_nd", "scatter_nd(%x, %j, %u, mode=\"add\")", {"x": ((10, 3), F), "j": ((1, 4), "int64"), "u": ((4, 3), F)}),
+    ("one_hot", "one_hot(%j, 1f, 0f, depth=5, axis=0)", {"j": ((2, 3), "int64")}),
+    ("topk", "topk(%x, k=3, axis=0)", {"x": ((6, 2), F)}),
+    ("topk", "topk(%x, k=4, is_ascend=True, dtype=\"int64\")", {"x": ((2, 7), "int8")}),
+    ("cumsum", "cumsum(%x, axis=1, exclusive=True)", {"x": ((2, 4, 3), F)}),
+    ("cumprod", "cumprod(%x)", {"x": ((2, 3), "int32")}),
+    ("arange", "arange(start=1f, stop=4f, step=0.5f)", {}),
+    ("arange", "arange(start=10f, stop=-3f, step=-4f, dtype=\"int32\")", {}),
+    ("trilu", "trilu(%x, %k, upper=False)", {"x": ((2, 3, 4), F), "k": ((), "int64")}),
+    ("einsum", "einsum((%a, %b), equation=\"bij,bjk->bik\")", {"a": ((2, 3, 4), F), "b": ((1, 4, 2), F)}),
+    ("einsum", "einsum((%a,), equation=\"ii->i\")", {"a": ((3, 3), F)}),
+    ("reverse_sequence", "reverse_sequence(%x, %j, seq_axis=0, batch_axis=1)", {"x": ((5, 3, 2), F), "j": ((3,), "int32")}),
+    ("nn.depth_to_space", "nn.depth_to_space(%x, block_size=2, mode=\"CRD\")", {"x": ((1, 8, 2, 3), F)}),
+    ("nn.space_to_depth", "nn.space_to_depth(%x, block_size=2)", {"x": ((1, 2, 4, 6), F)}),
+    ("nn.layer_norm", "nn.layer_norm(%x, %g, %b)", {"x": ((3, 5), F), "g": ((5,), F), "b": ((5,), F)}),
+    ("nn.group_norm", "nn.group_norm(%x, %g, %b, num_groups=2, center=False)",
+     {"x": ((2, 4, 3, 2), F), "g": ((4,), F), "b": ((4,), F)}),
+    ("image.resize1d", "image.resize1d(%x, size=[7], method=\"nearest_neighbor\", coordinate_transformation_mode=\"asymmetric\")",
+     {"x": ((1, 2, 5), F)}),
+    ("image.resize2d", "image.resize2d(%x, size=[5, 3])", {"x": ((1, 2, 3, 4), F)}),
+    ("image.resize2d", "image.resize2d(%x, size=[2, 2], method=\"linear\", antialias=True)", {"x": ((1, 1, 10, 11), F)}),
+    ("image.resize2d", "image.resize2d(%x, size=[4, 3], method=\"cubic\", coordinate_transformation_mode=\"tf_crop_and_resize\", "
+     "roi=[0.1f, -0.2f, 0.9f, 1.1f], extrapolation_value=7f, cubic_exclude=True)", {"x": ((1, 1, 4, 5), F)}),
+    ("image.resize3d", "image.resize3d(%x, size=[3, 2, 4], coordinate_transformation_mode=\"align_corners\")",
+     {"x": ((1, 1, 2, 3, 2), F)}),
+    ("image.grid_sample", "image.grid_sample(%x, %g, padding_mode=\"reflection\", align_corners=False)",
+     {"x": ((1, 2, 3, 4), F), "g": ((1, 2, 3, 2), F)}),
+    ("image.grid_sample", "image.grid_sample(%x, %g, method=\"bicubic\", padding_mode=\"border\")",
+     {"x": ((1, 1, 4, 4), F), "g": ((1, 2, 2, 3), F)}),
+    ("image.grid_sample", "image.grid_sample(%x, %g, method=\"nearest\", layout=\"NCDHW\")",
+     {"x": ((1, 1, 2, 3, 4), F), "g": ((1, 3, 2, 2, 2), F)}),
 ]
 
 # Operators whose results are selections or integer arithmetic: equal to the last bit.
@@ -150,7 +189,9 @@ _EXACT = {"negative", "abs", "nn.relu", "copy", "floor", "ceil", "round", "logic
           "nn.pad", "reshape", "squeeze", "expand_dims", "nn.batch_flatten", "transpose", "concatenate", "split",
           "strided_slice", "take", "layout_transform", "zeros", "ones", "full", "zeros_like", "ones_like",
           "full_like", "nn.prelu", "nn.leaky_relu", "sign", "isnan", "isinf", "mod", "floor_mod", "bitwise_and",
-          "bitwise_or", "bitwise_xor", "bitwise_not", "left_shift", "right_shift", "logical_xor"}
+          "bitwise_or", "bitwise_xor", "bitwise_not", "left_shift", "right_shift", "logical_xor", "gather", "gather_nd",
+          "scatter_elements", "one_hot", "topk", "cumprod", "arange", "trilu", "reverse_sequence", "nn.depth_to_space",
+          "nn.space_to_depth"}
 _VIEWS = {"reshape", "squeeze", "expand_dims", "nn.batch_flatten"}
 # Rules that refuse on purpose (simplify-inference removes these operators first).
 _REFUSED = {"nn.batch_norm", "nn.dropout"}
