@@ -48,7 +48,7 @@ def required(node: Node, i: int, what: str) -> Value:
 
 def reshaped(b: Builder, x: Value, shape: Sequence[int]) -> Value:
     """x in `shape` (no call when it already has it)."""
-    if tuple(shape) == x.shape:
+    if tuple(shape) == x.dims:
         return x
     return b.call("reshape", [x], newshape=tuple(int(d) for d in shape))
 
