@@ -33,7 +33,8 @@ from irtool.frontend.onnx_dtypes import dtype_of, onnx_type_name, supported_arra
 from irtool.frontend.onnx_ops import CONVERTERS
 from irtool.frontend.onnx_support import (grouped, model_opset, model_opsets, node_location,
                                           operator_problem)
-from irtool.frontend.onnx_values import Builder, DynamicShape, Node, Unsupported, Value, relay_dtype
+from irtool.frontend.onnx_values import (Builder, ConstantNeeded, DynamicShape, Node, Unsupported, Value,
+                                         relay_dtype)
 
 if TYPE_CHECKING:
     import onnx
@@ -51,6 +52,16 @@ def sanitize(name: str) -> str:
     if not text or text[0].isdigit():
         text = "v" + text
     return text
+
+
+class ImportFailure(DiagnosticError):
+    """The importer's report of everything it refused. `constant_inputs` names the graph inputs
+    whose contents were needed at import time when nothing else was wrong (a caller who knows
+    their values, such as the ONNX backend at run time, can make them initializers and retry)."""
+
+    def __init__(self, message: str, constant_inputs: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.constant_inputs = list(constant_inputs)
 
 
 @dataclass
@@ -182,6 +193,7 @@ def import_model(model: onnx.ModelProto, *, embed_params: bool = False, source: 
     values: dict[str, Value] = {}
     problems: list[str] = []
     poisoned: set[str] = set()  # tensors whose producer (or graph input) was refused
+    constant_inputs: dict[str, int] = {}  # graph inputs needed as constants -> their problems
 
     initializers = {t.name: t for t in graph.initializer}
     weight_vars: list[tuple[int, str, Var]] = []
@@ -256,6 +268,8 @@ def import_model(model: onnx.ModelProto, *, embed_params: bool = False, source: 
             what = f"unsupported: {exc.subject} (opset {opset})" if exc.subject else f"{head}: {exc}"
             if isinstance(exc, DynamicShape) and symbolic:
                 what += "; " + "; ".join(symbolic)
+            if isinstance(exc, ConstantNeeded):
+                constant_inputs[exc.graph_input] = constant_inputs.get(exc.graph_input, 0) + 1
             problems.append(f"node {where}: {what}")
             poisoned.update(proto.output)
             continue
@@ -273,7 +287,9 @@ def import_model(model: onnx.ModelProto, *, embed_params: bool = False, source: 
             values[name] = out
     problems[:0] = [grouped(problem, nodes) for problem, nodes in sorted(unknown.items())]
     if problems:
-        raise DiagnosticError(f"{source}: cannot import the model:\n  " + "\n  ".join(problems))
+        only_constants = len(problems) == sum(constant_inputs.values())
+        raise ImportFailure(f"{source}: cannot import the model:\n  " + "\n  ".join(problems),
+                            sorted(constant_inputs) if only_constants else ())
     timings["convert"] = time.perf_counter() - started
     if progress:
         progress("convert", timings["convert"])

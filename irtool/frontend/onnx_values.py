@@ -27,6 +27,14 @@ class DynamicShape(Unsupported):
     """A converter needs a size that is a symbolic dimension (the importer names the inputs)."""
 
 
+class ConstantNeeded(Unsupported):
+    """A converter needs the contents of a graph input (a shape, axes, pads) at import time."""
+
+    def __init__(self, reason: str, graph_input: str) -> None:
+        super().__init__(reason)
+        self.graph_input = graph_input
+
+
 @dataclass
 class Value:
     """One ONNX tensor (or an intermediate of a converter) on the Relay side."""
@@ -126,8 +134,8 @@ class Builder:
     def static(self, value: Value | None, what: str) -> np.ndarray:
         """The import-time contents of an input that must be constant (shapes, axes, pads)."""
         if value is not None and value.const is None and value.graph_input is not None:
-            raise Unsupported(f"{what} is the graph input '{value.graph_input}', but it must be a constant "
-                              "known at import time (give it an initializer)")
+            raise ConstantNeeded(f"{what} is the graph input '{value.graph_input}', but it must be a constant "
+                                 "known at import time (give it an initializer)", value.graph_input)
         if value is None or value.const is None:
             raise Unsupported(f"{what} must be a constant known at import time (static shapes only)")
         return value.const
