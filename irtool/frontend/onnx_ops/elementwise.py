@@ -64,7 +64,8 @@ def _identity(b: Builder, node: Node) -> list[Value | None]:
 
 @converter("Dropout")
 def _dropout(b: Builder, node: Node) -> list[Value | None]:
-    """Inference dropout: the data, and a mask of ones (bool from opset 10, the data's type before)."""
+    """Inference dropout: the data, and from opset 12 an all-true mask (before, onnxruntime and
+    onnx.reference disagree about the inference mask, so it is refused)."""
     x = required(node, 0, "data")
     if b.opset >= 12:
         training = node.input(2)
@@ -74,8 +75,9 @@ def _dropout(b: Builder, node: Node) -> list[Value | None]:
         raise Unsupported("training-mode dropout (is_test=0, the default before opset 7)")
     mask = None
     if node.used_outputs[1:2] == [True]:
-        ones = b.call("ones_like", [x])
-        mask = b.call("cast", [ones], dtype="bool") if b.opset >= 10 else ones
+        if b.opset < 12:
+            raise Unsupported("the mask output before opset 12")
+        mask = b.call("cast", [b.call("ones_like", [x])], dtype="bool")
     return [x, mask]
 
 
