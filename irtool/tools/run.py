@@ -32,7 +32,7 @@ from irtool.ir.types import TensorType, TupleType, Type, type_to_text
 from irtool.ir.visitor import free_vars, post_order
 from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse
-from irtool.tools.common import cli_main, read_source
+from irtool.tools.common import add_input_shape_option, cli_main, parse_shapes, read_source
 
 PROG = "irtool-run"
 _SHOWN_VALUES = 6
@@ -57,6 +57,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
                     help="--profile: timed runs per kernel, the median is shown (default: 10)")
     ap.add_argument("--threads", type=int, default=1, metavar="N",
                     help="with --backend=native: run parallel loops on N threads (default: 1)")
+    add_input_shape_option(ap)
     return ap
 
 
@@ -213,8 +214,11 @@ def run(args: argparse.Namespace) -> int:
     if args.file.endswith(".onnx"):
         # ONNX imports on the fly, weights embedded: the inputs are the graph's own.
         from irtool.frontend.onnx import import_file
-        mod = import_file(args.file, embed_params=True).module
+        mod = import_file(args.file, embed_params=True, input_shapes=parse_shapes(args.input_shape),
+                          static_shapes=args.backend == "native").module
     else:
+        if args.input_shape:
+            raise DiagnosticError("--input-shape applies to .onnx models")
         name, text = read_source(args.file)
         mod = load_module(name, text, args.entry)
     func = entry_function(mod, args.entry)

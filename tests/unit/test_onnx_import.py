@@ -219,3 +219,26 @@ def test_cli_timings_only_on_a_terminal(tmp_path: Path) -> None:
         timer("convert", 0.25)
     timer_lines = buffer.getvalue().splitlines()
     assert timer_lines == ["irtool-import: convert        0.250 s"]
+
+
+def test_input_shape_option_in_run_and_llc(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Symbolic axes: the interpreter runs them as given; native code needs --input-shape."""
+    from irtool.tools import llc
+    model, weights = mlp(input_dims=["batch", 4])
+    path = tmp_path / "dyn.onnx"
+    onnx.save(model, str(path))
+    x = np.full((3, 4), 0.25, np.float32)
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "o.npz"
+    assert run.main([str(path), "--input", f"v1input={tmp_path / 'x.npy'}", "-o", str(out)]) == 0
+    np.testing.assert_allclose(np.load(out)["output0"], reference(x, weights), rtol=1e-6)
+    capsys.readouterr()
+    for tool, argv in ((run, [str(path), "--backend=native", "--input", f"v1input={tmp_path / 'x.npy'}"]),
+                       (llc, [str(path), "--emit=llvm", "-o", str(tmp_path / "dyn.ll")])):
+        assert tool.main(argv) == 1
+        err = capsys.readouterr().err
+        assert "graph input '1input' has symbolic axis 0 'batch' (give its size with --input-shape v1input=1,4)" in err
+        assert tool.main(argv + ["--input-shape", "v1input=3,4"]) == 0
+    assert "@dyn_run(" in (tmp_path / "dyn.ll").read_text()
+    assert llc.main([str(tmp_path / "x.npy"), "--input-shape", "x=1"]) == 1
+    assert "--input-shape applies to .onnx models" in capsys.readouterr().err
