@@ -16,7 +16,7 @@ from onnx import helper, numpy_helper  # noqa: E402
 
 from irtool.analysis.typecheck import infer_types  # noqa: E402
 from irtool.eval.interpreter import run_function  # noqa: E402
-from irtool.frontend.onnx import import_model, sanitize  # noqa: E402
+from irtool.frontend.onnx import ImportFailure, import_model, sanitize  # noqa: E402
 from irtool.ir.equality import structural_equal  # noqa: E402
 from irtool.core.diagnostics import DiagnosticError  # noqa: E402
 from irtool.syntax.parser import parse  # noqa: E402
@@ -242,3 +242,23 @@ def test_input_shape_option_in_run_and_llc(tmp_path: Path, capsys: pytest.Captur
     assert "@dyn_run(" in (tmp_path / "dyn.ll").read_text()
     assert llc.main([str(tmp_path / "x.npy"), "--input-shape", "x=1"]) == 1
     assert "--input-shape applies to .onnx models" in capsys.readouterr().err
+
+
+def test_graph_inputs_needed_as_constants() -> None:
+    """A Reshape target that is a graph input: an error naming it, unless an initializer of the
+    same name gives its value (IR version 4 and later: a default the caller may override)."""
+    graph = helper.make_graph([N("Reshape", ["x", "shape"], ["y"], name="rs")], "g",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3]),
+                               helper.make_tensor_value_info("shape", onnx.TensorProto.INT64, [2])],
+                              [helper.make_empty_tensor_value_info("y")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(ImportFailure) as info:
+        import_model(model)
+    assert ("node #0 'rs': unsupported: Reshape (opset 13): shape is the graph input 'shape', but it must be a "
+            "constant known at import time (give it an initializer)") in str(info.value)
+    assert info.value.constant_inputs == ["shape"]
+    model.graph.initializer.append(numpy_helper.from_array(np.array([3, 2], np.int64), "shape"))
+    result = import_model(model)
+    assert result.inputs == ["x"]
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(run_function(result.module, {"x": x}), x.reshape(3, 2))
