@@ -4,10 +4,11 @@
 
 Every case `onnx.backend.test.case.node.collect_testcases` generates (`--only Conv,Pad`: those
 with a node of one of these types) runs through irtool's `InterpreterBackend` and `NativeBackend`
-and through an onnxruntime CPU session, each compared with the case's expected outputs as ONNX's
-runner compares them (shape, dtype, values within the case's rtol/atol). Per runner a case is
-`pass`, `fail` (a wrong answer), `unsupported` (irtool: the importer's refusal; onnxruntime:
-it cannot create the session), or `crash` (any other exception). One row per case, then a
+and through onnxruntime's own ONNX backend (`onnxruntime.backend`, CPU), each compared with the
+case's expected outputs by ONNX's runner (`Runner.assert_similar_outputs`: shape, dtype, values
+within the case's rtol/atol). Per runner a case is `pass`, `fail` (a wrong answer),
+`unsupported` (irtool: the importer's refusal; onnxruntime: `prepare` fails, e.g. a missing
+kernel), or `crash` (any other exception). One row per case, then a
 summary: the counts per runner and irtool's passes as a percentage of onnxruntime's. `--json`
 writes the rows (with each non-pass's message) and the summary.
 """
@@ -40,20 +41,16 @@ def _array(value: Any) -> np.ndarray:
     return numpy_helper.to_array(value) if isinstance(value, onnx.TensorProto) else np.asarray(value)
 
 
-def compare(case: Any, run: Callable[[list[np.ndarray]], Sequence[np.ndarray]]) -> tuple[str, str]:
+def compare(case: Any, run: Callable[[list[Any]], Sequence[Any]]) -> tuple[str, str]:
     """(status, message) of `run` over the case's data sets; an exception is the caller's to sort."""
+    from onnx.backend.test.runner import Runner
     for inputs, expected in case.data_sets:
-        got = run([_array(v) for v in inputs])
-        if len(got) != len(expected):
-            return "fail", f"{len(got)} outputs, expected {len(expected)}"
-        for k, (ours, want) in enumerate(zip(got, expected)):
-            ours, want = np.asarray(ours), _array(want)
-            if ours.shape != want.shape or ours.dtype != want.dtype:
-                return "fail", f"output {k}: {ours.dtype}{list(ours.shape)}, expected {want.dtype}{list(want.shape)}"
-            try:
-                np.testing.assert_allclose(ours, want, rtol=case.rtol, atol=case.atol)
-            except AssertionError as exc:
-                return "fail", f"output {k}: " + " ".join(str(exc).split())[:200]
+        got = run([_array(v) if not isinstance(v, list) else v for v in inputs])
+        try:
+            Runner.assert_similar_outputs([_array(v) if not isinstance(v, list) else v for v in expected], got,
+                                          rtol=case.rtol, atol=case.atol)
+        except AssertionError as exc:
+            return "fail", " ".join(str(exc).split())[:200]
     return "pass", ""
 
 
@@ -72,14 +69,13 @@ def run_irtool(backend: Any, case: Any) -> tuple[str, str]:
 
 
 def run_onnxruntime(case: Any) -> tuple[str, str]:
-    from irtool.frontend.onnx_zoo import onnxruntime_session
+    import onnxruntime.backend
     try:
-        session = onnxruntime_session(case.model)
+        rep = onnxruntime.backend.prepare(case.model, "CPU")
     except Exception as exc:  # noqa: BLE001 -- onnxruntime raises its own types
         return "unsupported", " ".join(str(exc).split())[:200]
-    names = [i.name for i in session.get_inputs()]  # type: ignore[attr-defined]
     try:
-        return compare(case, lambda arrays: session.run(None, dict(zip(names, arrays))))  # type: ignore[attr-defined]
+        return compare(case, rep.run)
     except Exception as exc:  # noqa: BLE001
         return "crash", f"{type(exc).__name__}: {exc}"[:200]
 
@@ -92,8 +88,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--quiet", action="store_true", help="print the summary only")
     args = ap.parse_args(argv)
 
+    import onnxruntime
     from onnx.backend.test.case.node import collect_testcases
     from irtool.frontend.onnx_backend import InterpreterBackend, NativeBackend
+    onnxruntime.set_default_logger_severity(3)  # its warnings about missing kernels would fill the table
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cases = collect_testcases(None)

@@ -140,8 +140,8 @@ def _input_type(info: onnx.ValueInfoProto, overrides: Mapping[str, Sequence[int]
 
 
 def _symbolic_axes(info: onnx.ValueInfoProto, ty: TensorType) -> str | None:
-    """`graph input 'x' has symbolic axis 0 'batch' (--input-shape x=1,3,224,224 fixes it)`, for
-    an input whose type kept unknown sizes; None when every size is known."""
+    """`graph input 'x' has symbolic axis 0 'batch' (give its size with --input-shape
+    x=1,3,224,224)` for an input whose type kept unknown sizes; None when every size is known."""
     unknown = [axis for axis, d in enumerate(ty.shape) if not isinstance(d, int)]
     if not unknown:
         return None
