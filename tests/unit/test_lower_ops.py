@@ -35,6 +35,7 @@ CASES: list[tuple[str, str, dict[str, tuple[tuple[int, ...], str]]]] = [
     ("abs", "abs(%x)", {"x": ((5,), "int8")}),
     ("exp", "exp(%x)", {"x": ((5,), "int16")}),
     ("round", "round(%x)", {"x": ((3, 3), "float64")}),
+    ("nearbyint", "nearbyint(%x)", {"x": ((3, 3), F)}),
     ("logical_not", "logical_not(%x)", {"x": ((4,), "bool")}),
     ("logical_not", "logical_not(%x)", {"x": ((4,), "int32")}),
     ("nn.leaky_relu", "nn.leaky_relu(%x, alpha=0.1f)", {"x": ((2, 4), F)}),
@@ -183,7 +184,7 @@ CASES: list[tuple[str, str, dict[str, tuple[tuple[int, ...], str]]]] = [
 ]
 
 # Operators whose results are selections or integer arithmetic: equal to the last bit.
-_EXACT = {"negative", "abs", "nn.relu", "copy", "floor", "ceil", "round", "logical_not", "clip", "cast", "maximum",
+_EXACT = {"negative", "abs", "nn.relu", "copy", "floor", "ceil", "round", "nearbyint", "logical_not", "clip", "cast", "maximum",
           "minimum", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
           "logical_or", "where", "max", "min", "argmax", "argmin", "nn.max_pool2d", "nn.global_max_pool2d",
           "nn.pad", "reshape", "squeeze", "expand_dims", "nn.batch_flatten", "transpose", "concatenate", "split",

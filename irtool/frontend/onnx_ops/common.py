@@ -48,9 +48,12 @@ def required(node: Node, i: int, what: str) -> Value:
 
 
 def reshaped(b: Builder, x: Value, shape: Sequence[int]) -> Value:
-    """x in `shape` (no call when it already has it)."""
-    if tuple(shape) == x.shape:
+    """x in `shape` (no call when it already has it). Relay's `newshape` reads 0 as "keep this
+    size", so a shape with a zero size is the empty tensor of that shape instead."""
+    if tuple(shape) == x.dims:
         return x
+    if 0 in shape:
+        return b.call("zeros", [], shape=tuple(int(d) for d in shape), dtype=x.dtype)
     return b.call("reshape", [x], newshape=tuple(int(d) for d in shape))
 
 

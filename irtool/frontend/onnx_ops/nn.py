@@ -12,13 +12,18 @@ from irtool.frontend.onnx_ops.common import (converter, over_axis, required, res
 
 @converter("BatchNormalization")
 def _batch_norm(b: Builder, node: Node) -> list[Value | None]:
+    """Inference only; from opset 15 the statistics (and scale, bias) may have another float type
+    than X, and are converted to X's."""
     if any(node.used_outputs[1:]):
         raise Unsupported("training-mode outputs (running mean/var, saved statistics)")
     if int(node.attr("training_mode", 0)):
         raise Unsupported("training_mode=1")
+    if b.opset < 7 and not int(node.attr("is_test", 0)):
+        raise Unsupported("training mode (is_test=0, the default before opset 7)")
     if b.opset < 9 and not int(node.attr("spatial", 1)):
         raise Unsupported("spatial=0 (per-activation statistics)")
     args = [required(node, i, what) for i, what in enumerate(("X", "scale", "B", "mean", "var"))]
+    args = args[:1] + [v if v.dtype == args[0].dtype else b.call("cast", [v], dtype=args[0].dtype) for v in args[1:]]
     out = b.call("nn.batch_norm", args, axis=1, epsilon=float(node.attr("epsilon", 1e-5)))  # type: ignore[arg-type]
     return [b.item(out, 0)] + [None] * (node.num_outputs - 1)
 
@@ -73,7 +78,7 @@ def _gemm(b: Builder, node: Node) -> list[Value | None]:
     # nn.dense(a, w) is a · wᵀ, so an untransposed B needs a transpose.
     if not int(node.attr("transB", 0)):
         w = transposed(b, w, (1, 0))
-    out = b.call("nn.dense", [a, w], units=w.shape[0])
+    out = b.call("nn.dense", [a, w], units=w.dims[0])
     alpha, beta = float(node.attr("alpha", 1.0)), float(node.attr("beta", 1.0))  # type: ignore[arg-type]
     if alpha != 1.0:
         out = b.call("multiply", [out, scalar(b, alpha, out.dtype)])
@@ -81,13 +86,21 @@ def _gemm(b: Builder, node: Node) -> list[Value | None]:
     if c is not None and beta != 0.0:
         if beta != 1.0:
             c = b.call("multiply", [c, scalar(b, beta, c.dtype)])
-        if b.opset < 7 and not node.attr("broadcast", 0) and c.shape != out.shape:
-            raise Unsupported(f"C of shape {c.shape} without broadcast=1")
-        if c.ndim == 1 and c.shape[0] == out.shape[1]:
+        if b.opset < 7 and not node.attr("broadcast", 0) and c.dims != out.dims:
+            raise Unsupported(f"C of shape {c.tensor} without broadcast=1")
+        if c.ndim == 1 and c.dims[0] == out.dims[1]:
             out = b.call("nn.bias_add", [out, c], axis=1)
         else:
             out = b.call("add", [out, c])
     return [out]
+
+
+def _broadcast_batch(b: Builder, x: Value, batch: tuple[int, ...]) -> Value:
+    """x with its leading (batch) axes broadcast to `batch` (adding zeros, as Expand does)."""
+    shape = batch + x.shape[-2:]
+    if x.shape == shape:
+        return x
+    return b.call("add", [x, b.call("zeros", [], shape=shape, dtype=x.dtype)])
 
 
 @converter("MatMul")
@@ -97,22 +110,24 @@ def _matmul(b: Builder, node: Node) -> list[Value | None]:
         raise Unsupported("MatMul of a scalar")
     a2 = reshaped(b, a, (1,) + a.shape) if a.ndim == 1 else a
     w2 = reshaped(b, w, w.shape + (1,)) if w.ndim == 1 else w
-    m, k = a2.shape[-2:]
-    k2, n = w2.shape[-2:]
+    k, k2 = a2.dims[-1], w2.dims[-2]
+    n = w2.dims[-1]
     if k != k2:
-        raise Unsupported(f"MatMul of shapes {a.shape} and {w.shape}")
+        raise Unsupported(f"MatMul of shapes {a.tensor} and {w.tensor}")
     if w2.ndim == 2:
-        rows = reshaped(b, a2, (math.prod(a2.shape[:-1]), k))
+        # (..., k) · (k, n): the leading axes are rows of one dense product (a 2-d A may be dynamic).
+        rows = a2 if a2.ndim == 2 else reshaped(b, a2, (math.prod(a2.shape[:-1]), k))
         out = b.call("nn.dense", [rows, transposed(b, w2, (1, 0))], units=n)
-        out = reshaped(b, out, a2.shape[:-1] + (n,))
+        out = out if a2.ndim == 2 else reshaped(b, out, a2.shape[:-1] + (n,))
     else:
-        batch_a, batch_w = a2.shape[:-2], w2.shape[:-2]
-        batch = tuple(np.broadcast_shapes(batch_a, batch_w))
-        if batch_a != batch or batch_w != batch:
-            raise Unsupported(f"MatMul with broadcast batch dimensions {a.shape} × {w.shape}")
+        m = a2.shape[-2]
+        batch = tuple(np.broadcast_shapes(a2.shape[:-2], w2.shape[:-2]))
+        a2, w2 = (_broadcast_batch(b, v, batch) for v in (a2, w2))
         size = math.prod(batch)
         out = b.call("nn.batch_matmul", [reshaped(b, a2, (size, m, k)), reshaped(b, w2, (size, k, n))])
         out = reshaped(b, out, batch + (m, n))
+    if a.ndim > 1 and w.ndim > 1:
+        return [out]
     shape = list(out.shape)
     if a.ndim == 1:
         del shape[-2]
