@@ -97,10 +97,12 @@ def operator_problem(domain: str, op_type: str, opsets: dict[str, int], converte
     if not applicable:
         return f"{head}: {op_type} is defined from opset {versions[0][0]} on"
     since, deprecated = applicable[-1]
+    if op_type in converters:
+        # Deprecated versions (Upsample-10, Scatter-11, GroupNormalization-18) still run where a
+        # converter knows their semantics, as in onnxruntime.
+        return None
     if deprecated:
         return f"{head}: {op_type} is deprecated from opset {since} on"
-    if op_type in converters:
-        return None
     reason = OUT_OF_SCOPE.get(op_type)
     return f"{head}: {reason}" if reason else head
 

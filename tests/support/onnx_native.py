@@ -1,25 +1,11 @@
 """Small ONNX graphs run natively (`irtool.build`) against onnxruntime, for the converter tests
-whose operators have their own kernels (one build per graph: put several nodes in one graph),
-and the opset range those tests need."""
+whose operators have their own kernels (one build per graph: put several nodes in one graph)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 
 import numpy as np
-import pytest
-
-# The newest opset the converters of issue 14 are written for.
-NEWEST_OPSET = 28
-
-
-@pytest.fixture
-def newer_opsets(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Lets the importer read opsets up to NEWEST_OPSET, for tests of operators (or of their
-    attributes) that only newer opsets have, whatever the importer's default range is."""
-    import irtool.frontend.onnx as importer
-    monkeypatch.setattr(importer, "MAX_OPSET", max(importer.MAX_OPSET, NEWEST_OPSET))
-    yield
 
 
 def native_matches_onnxruntime(model: object, inputs: Mapping[str, np.ndarray], rtol: float = 1e-5,

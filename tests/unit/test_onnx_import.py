@@ -82,7 +82,7 @@ def test_all_unsupported_operators_reported_at_once() -> None:
     nodes = [N("Relu", ["x"], ["a"], name="r"), N("MaxRoiPool", ["a", "x"], ["b"], name="p1"),
              N("MaxRoiPool", ["x", "x"], ["c"], name="p2"), N("Loop", ["b", "c"], ["y"], name="lp"),
              N("Conv", ["x", "w"], ["z"], name="conv4d"), N("NoSuchOp", ["x"], ["t"]),
-             N("Gelu", ["x"], ["u"], name="new"), N("Upsample", ["x", "x"], ["v"], name="old")]
+             N("Gelu", ["x"], ["u"], name="new")]
     graph = helper.make_graph(
         nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 1, 2, 2, 2, 2])],
         [helper.make_empty_tensor_value_info(o) for o in "yztuv"],
@@ -97,7 +97,6 @@ def test_all_unsupported_operators_reported_at_once() -> None:
         "node #3 'lp': unsupported: Loop (opset 13): control flow (subgraphs) is out of scope",
         "nodes #1 'p1', #2 'p2': unsupported: MaxRoiPool (opset 13)",
         "node #5: unsupported: NoSuchOp (opset 13): not an ONNX operator",
-        "node #7 'old': unsupported: Upsample (opset 13): Upsample is deprecated from opset 10 on",
         "node #4 'conv4d': unsupported: Conv (opset 13): 4-d convolution (irtool has 1-d to 3-d)"]
 
 

@@ -15,7 +15,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 from onnx import helper  # noqa: E402
-from support.onnx_native import native_matches_onnxruntime, newer_opsets  # noqa: E402, F401
+from support.onnx_native import native_matches_onnxruntime  # noqa: E402
 from test_onnx_ops import build, check  # noqa: E402
 
 import irtool  # noqa: E402
@@ -72,7 +72,6 @@ def test_gather_nd(batch_dims: int, data: tuple, indices: tuple) -> None:
 
 
 @pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
-@pytest.mark.usefixtures("newer_opsets")
 def test_scatter_elements_reductions(reduction: str) -> None:
     # Repeated positions: every reduction combines them in order (none: the last one wins).
     indices = np.array([[1, 0, 2], [1, -3, 2]], np.int64)
@@ -88,7 +87,6 @@ def test_deprecated_scatter_and_scatter_elements_along_axis_1() -> None:
 
 
 @pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
-@pytest.mark.usefixtures("newer_opsets")
 def test_scatter_nd_reductions(reduction: str) -> None:
     indices = np.array([[0, 1], [2, -1], [0, 1]], np.int64)  # (0, 1) twice
     check([N("ScatterND", ["x", "i", "u"], ["y"], reduction=reduction)],
@@ -130,7 +128,6 @@ def test_topk_k_attribute_before_opset_10_and_integers() -> None:
 
 @pytest.mark.parametrize("op", ["CumSum", "CumProd"])
 @pytest.mark.parametrize("exclusive,reverse", [(0, 0), (1, 0), (0, 1), (1, 1)])
-@pytest.mark.usefixtures("newer_opsets")
 def test_scans_exclusive_and_reverse(op: str, exclusive: int, reverse: int) -> None:
     check([N(op, ["x", "axis"], ["y"], exclusive=exclusive, reverse=reverse)], {"x": rand(3, 4)},
           {"axis": np.array(-1, np.int32)}, opset=26)
@@ -200,7 +197,6 @@ def test_reverse_sequence(time_axis: int, batch_axis: int) -> None:
 
 
 @pytest.mark.parametrize("shape,axes", [([2, 3, 4], None), ([5, 2, 7], None), ([2, 6], [-1, 1]), ([1, 5], [0, 2])])
-@pytest.mark.usefixtures("newer_opsets")
 def test_center_crop_pad(shape: list, axes: list | None) -> None:
     attrs = {} if axes is None else {"axes": axes}
     check([N("CenterCropPad", ["x", "shape"], ["y"], **attrs)], {"x": rand(3, 4, 5)},
@@ -215,7 +211,6 @@ def test_depth_to_space_and_back(mode: str) -> None:
 
 # -------------------------------------------------------------------------------- natively
 
-@pytest.mark.usefixtures("newer_opsets")
 def test_indexing_family_natively_matches_onnxruntime() -> None:
     """One compiled graph exercising every rule's loop structure (gathers, a scatter with and
     one without a reduction, top-k's insertion, a reversed exclusive scan, one-hot, ...)."""
@@ -241,7 +236,6 @@ def test_indexing_family_natively_matches_onnxruntime() -> None:
     native_matches_onnxruntime(model, feeds)
 
 
-@pytest.mark.usefixtures("newer_opsets")
 def test_depth_space_and_eye_natively_match_onnxruntime() -> None:
     feeds = {"x": rand(1, 8, 2, 3)}
     nodes = [N("DepthToSpace", ["x"], ["d"], blocksize=2, mode="CRD"), N("SpaceToDepth", ["d"], ["s"], blocksize=2),

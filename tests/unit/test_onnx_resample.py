@@ -15,7 +15,7 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 from onnx import helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
-from support.onnx_native import native_matches_onnxruntime, newer_opsets  # noqa: E402, F401
+from support.onnx_native import native_matches_onnxruntime  # noqa: E402
 from test_onnx_ops import build, check  # noqa: E402
 
 import irtool  # noqa: E402
@@ -101,7 +101,6 @@ def test_resize_opset_10_and_upsample() -> None:
     check([N("Upsample", ["x"], ["y"], scales=[1.0, 1.0, 2.0, 3.0])], {"x": rand(1, 1, 2, 2)}, opset=7)
 
 
-@pytest.mark.usefixtures("newer_opsets")
 @pytest.mark.parametrize("attrs,inputs", [
     (dict(axes=[3, 2], mode="nearest"), {"s": np.array([2, 1.5], np.float32)}),
     (dict(axes=[2, 3], keep_aspect_ratio_policy="not_larger", mode="linear"), {"sz": np.array([7, 6], np.int64)}),
@@ -137,7 +136,6 @@ def test_grid_sample_opset_16_mode_names() -> None:
         check([N("GridSample", ["x", "g"], ["y"], mode=mode)], {"x": rand(1, 2, 4, 5), "g": grid}, opset=16, rtol=1e-4)
 
 
-@pytest.mark.usefixtures("newer_opsets")
 @pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
 @pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
 @pytest.mark.parametrize("align_corners", [0, 1])
@@ -152,7 +150,6 @@ def test_grid_sample(mode: str, padding_mode: str, align_corners: int) -> None:
         check(nodes, feeds, opset=20, rtol=1e-4)
 
 
-@pytest.mark.usefixtures("newer_opsets")
 def test_grid_sample_natively_in_2d_and_3d_matches_onnxruntime() -> None:
     feeds = {"x": rand(1, 2, 4, 5), "g": RNG.uniform(-1.3, 1.3, (1, 3, 2, 2)).astype(np.float32),
              "v": rand(1, 1, 3, 4, 3), "gv": RNG.uniform(-1.2, 1.2, (1, 2, 2, 3, 3)).astype(np.float32)}
