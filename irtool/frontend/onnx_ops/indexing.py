@@ -10,7 +10,8 @@ import numpy as np
 
 from irtool.frontend.onnx_ops.common import converter, int_list, norm_axis, required, scalar, transposed
 from irtool.frontend.onnx_ops.einsum import einsum
-from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value, relay_dtype
+from irtool.frontend.onnx_dtypes import dtype_of, onnx_type_name
+from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value
 
 
 def tuples_first(b: Builder, indices: Value) -> Value:
@@ -133,12 +134,13 @@ def _einsum(b: Builder, node: Node) -> list[Value | None]:
 @converter("EyeLike")
 def _eye_like(b: Builder, node: Node) -> list[Value | None]:
     """Ones where column - row = k: a comparison of two small constant ranges, broadcast."""
-    from onnx import helper
     x = required(node, 0, "input")
     if x.ndim != 2:
         raise Unsupported(f"a rank-{x.ndim} input (EyeLike is 2-d)")
     to = node.attr("dtype")
-    dtype = x.dtype if to is None else relay_dtype(np.dtype(helper.tensor_dtype_to_np_dtype(int(to))))  # type: ignore[call-overload]
+    dtype = x.dtype if to is None else dtype_of(int(to))  # type: ignore[call-overload]
+    if dtype is None:
+        raise Unsupported(subject=f"EyeLike to {onnx_type_name(int(to))}")  # type: ignore[call-overload]
     rows, cols = x.shape
     k = int(node.attr("k", 0))  # type: ignore[call-overload]
     row = b.const((np.arange(rows, dtype=np.int64) + k).reshape(rows, 1))
