@@ -19,6 +19,7 @@ from irtool.lower.rules._rule import Attrs, out_tensor_type, rule, shape_of
 from irtool.lower.rules.reduce import mean_of
 from irtool.lower.schedules import conv2d_schedule, dense_tiled, host_register_tile
 from irtool.lower.schedules.layout import in_blocked
+from irtool.lower.schedules.matmul import matmul_tiled
 from irtool.lower.schedules.pad import pad_nchw
 from irtool.lower.te import (
     Compute,
@@ -122,6 +123,8 @@ def _dense(args: list, attrs: Attrs, out: Type) -> Tensor:
     dtype = out_tensor_type(out).dtype
     wl = _layout(attrs, "weight_layout", "NK")
     tiled = dense_tiled(x, w, dtype, weight_layout=wl)
+    if tiled is None and wl == "NK":
+        tiled = matmul_tiled(x, w, dtype, shape_of(out), False, True)
     if tiled is not None:
         return tiled
     k_extent = x.shape[-1]
@@ -140,6 +143,9 @@ def _batch_matmul(args: list, attrs: Attrs, out: Type) -> Tensor:
     a, b = args
     dtype = out_tensor_type(out).dtype
     ta, tb = bool(attrs["transpose_a"]), bool(attrs["transpose_b"])
+    tiled = matmul_tiled(a, b, dtype, shape_of(out), ta, tb)
+    if tiled is not None:
+        return tiled
     k_extent = a.shape[1] if ta else a.shape[2]
 
     def fbody(ctx: Element, idx: Idx) -> PrimExpr:
