@@ -62,3 +62,12 @@ def transposed(b: Builder, x: Value, axes: Sequence[int]) -> Value:
     if list(axes) == list(range(x.ndim)):
         return x
     return b.call("transpose", [x], axes=tuple(axes))
+
+
+def broadcast_to(b: Builder, x: Value, shape: Sequence[int]) -> Value:
+    """x expanded to `shape` (numpy broadcasting) as `x + zeros(shape)`, which fuses into one
+    elementwise kernel (`logical_or` for bool)."""
+    if tuple(shape) == x.shape:
+        return x
+    zeros = b.call("full", [scalar(b, 0, x.dtype)], shape=tuple(shape), dtype=x.dtype)
+    return b.call("add" if x.dtype != "bool" else "logical_or", [x, zeros])
