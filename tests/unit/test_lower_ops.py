@@ -123,6 +123,8 @@ CASES: list[tuple[str, str, dict[str, tuple[tuple[int, ...], str]]]] = [
     ("zeros_like", "zeros_like(%x)", {"x": ((2, 3), F)}),
     ("ones_like", "ones_like(%x)", {"x": ((3,), "int8")}),
     ("full_like", "full_like(%x, %v)", {"x": ((2, 3), F), "v": ((), F)}),
+    ("qnn.quantize", 'qnn.quantize(%x, %s, %z, axis=1, out_dtype="uint8")', {"x": ((2, 3, 4), F), "s": ((3,), F), "z": ((3,), "uint8")}),
+    ("qnn.dequantize", "qnn.dequantize(%x, %s, %z)", {"x": ((2, 3), "int8"), "s": ((2, 1), F), "z": ((), "int8")}),
 ]
 
 # Operators whose results are selections or integer arithmetic: equal to the last bit.
@@ -131,7 +133,7 @@ _EXACT = {"negative", "abs", "nn.relu", "copy", "floor", "ceil", "round", "logic
           "logical_or", "where", "max", "min", "argmax", "argmin", "nn.max_pool2d", "nn.global_max_pool2d",
           "nn.pad", "reshape", "squeeze", "expand_dims", "nn.batch_flatten", "transpose", "concatenate", "split",
           "strided_slice", "take", "layout_transform", "zeros", "ones", "full", "zeros_like", "ones_like",
-          "full_like", "nn.prelu", "nn.leaky_relu"}
+          "full_like", "nn.prelu", "nn.leaky_relu", "qnn.quantize", "qnn.dequantize"}
 _VIEWS = {"reshape", "squeeze", "expand_dims", "nn.batch_flatten"}
 # Rules that refuse on purpose (simplify-inference removes these operators first).
 _REFUSED = {"nn.batch_norm", "nn.dropout"}

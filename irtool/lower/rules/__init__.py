@@ -2,6 +2,7 @@
 table that `compute_rule` reads (lowering owns it: the operator registry knows nothing of TIR)."""
 
 from irtool.lower.rules import broadcast, elementwise, nn, reduce, transform
+from irtool.lower.rules import quantize  # noqa: F401
 from irtool.lower.rules._rule import RULES, Rule
 
 
