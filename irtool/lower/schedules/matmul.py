@@ -22,21 +22,10 @@ from irtool.lower.schedules.tile import (
     register_tiles,
     shifted,
     tile_loop,
+    tiled_dtypes,
     vec,
 )
 from irtool.lower.te import INDEX, Builder, Idx, Scheduled, Tensor, add, cast, const, mul
-
-# Operand dtypes of the integer products (accumulated in int32, as numpy's int32 matmul wraps).
-INTEGER_OPERANDS = ("int8", "uint8", "int16", "uint16", "int32")
-
-
-def tiled_dtypes(dtype: str, a: str, b: str) -> bool:
-    """Whether the tile computes a `dtype` product of `a` and `b` operands: float32 throughout,
-    or integers accumulated in int32."""
-    if dtype == "float32":
-        return a == b == dtype
-    return dtype == "int32" and a in INTEGER_OPERANDS and b in INTEGER_OPERANDS
-
 
 def matmul_tiled(a: Tensor, b: Tensor, dtype: str, out_shape: tuple[int, ...], transpose_a: bool,
                  transpose_b: bool, tile: RegisterTile | None = None) -> Scheduled | None:

@@ -100,6 +100,18 @@ def splat(value: PrimExpr, lanes: int) -> PrimExpr:
     return Broadcast(value, lanes) if lanes > 1 else value
 
 
+# Operand dtypes of the integer products (accumulated in int32, as numpy's int32 matmul wraps).
+INTEGER_OPERANDS = ("int8", "uint8", "int16", "uint16", "int32")
+
+
+def tiled_dtypes(dtype: str, a: str, b: str) -> bool:
+    """Whether the tile computes a `dtype` product of `a` and `b` operands: float32 throughout,
+    or integers (quantized int8 / uint8 codes) accumulated in int32."""
+    if dtype == "float32":
+        return a == b == dtype
+    return dtype == "int32" and a in INTEGER_OPERANDS and b in INTEGER_OPERANDS
+
+
 def mul_add(a: PrimExpr, b: PrimExpr, c: PrimExpr) -> PrimExpr:
     """a * b + c: one `fma` for floats; for integers (an int8 product accumulated in int32) a
     multiply and an add, which wrap as numpy's do."""
