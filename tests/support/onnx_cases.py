@@ -50,9 +50,11 @@ def run_irtool(model: Any, inputs: Sequence[np.ndarray], native: bool = False) -
 
 def assert_outputs(got: Sequence[np.ndarray], want: Sequence[np.ndarray], rtol: float, atol: float) -> None:
     """Equal shapes and dtypes; floats within the tolerances (NaN where NaN), others exactly."""
+    from onnx import numpy_helper
     assert len(got) == len(want)
     for g, w in zip(got, want):
-        g, w = np.asarray(g), np.asarray(w)
+        g = np.asarray(g)
+        w = numpy_helper.to_array(w) if hasattr(w, "data_type") else np.asarray(w)   # a TensorProto
         assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
         if w.dtype.kind == "f" or w.dtype.name == "bfloat16":
             np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol, atol=atol)
