@@ -1,10 +1,11 @@
-"""The register-tiled matrix products of irtool/lower/schedules/matmul.py against numpy.
+"""The register-tiled matrix products of irtool/lower/schedules/matmul.py, and the integer
+convolutions of the channel-vector conv tile, against numpy.
 
 `nn.batch_matmul` (float32, every transpose form, a batch of one broadcasting) and the integer
 products (int8 / uint8 operands, int32 accumulation) are built with explicit tiles and run in
-the TIR interpreter on shapes that hit every tile edge; numpy's matmul in int64 / float64 is the
-reference. The lowered kernels are then compiled natively, and the generated loop's vector
-width is read from the assembly for a pinned target.
+the TIR interpreter on shapes that hit every tile edge; numpy's matmul (or a direct convolution)
+in int64 / float64 is the reference. The lowered kernels are then compiled natively, and the
+generated loop's vector width is read from the assembly for a pinned target.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from irtool.eval.tir_interp import run_primfunc
 from irtool.ir.tir import Allocate, Buffer, Call, PrimFunc, children
 from irtool.lower.module import lower_module
 from irtool.lower.schedules import RegisterTile, host_register_tile
+from irtool.lower.schedules.conv_channels import conv2d_channels_tiled
 from irtool.lower.schedules.matmul import matmul_tiled
 from irtool.lower.te import Builder, Placeholder
 from irtool.syntax.parser import parse_module
@@ -152,3 +154,49 @@ def test_integer_dense_multiplies_at_the_target_vector_width(tmp_path, cpu: str,
     registers = set(re.findall(r"vpmulld\s+[^\n]*%([xyz])mm\d+\s*$", asm.read_text(), re.M))
     expected = min(widest, host_register_tile().lanes * 32)
     assert registers == {{128: "x", 256: "y", 512: "z"}[expected]}
+
+
+def _conv_reference(x: np.ndarray, w: np.ndarray, stride: int, groups: int) -> np.ndarray:
+    """Direct grouped NCHW convolution in int64 (no padding)."""
+    o, cg, kh, kw = w.shape
+    oh, ow = (x.shape[2] - kh) // stride + 1, (x.shape[3] - kw) // stride + 1
+    out = np.zeros((x.shape[0], o, oh, ow), np.int64)
+    og = o // groups
+    for g in range(groups):
+        xs = x[:, g * cg:(g + 1) * cg].astype(np.int64)
+        for ry in range(kh):
+            for rx in range(kw):
+                patch = xs[:, :, ry:ry + stride * (oh - 1) + 1:stride, rx:rx + stride * (ow - 1) + 1:stride]
+                out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", patch, w[g * og:(g + 1) * og, :, ry, rx])
+    return out
+
+
+@settings(deadline=None, max_examples=25)
+@given(c=st.integers(1, 4), h=st.integers(3, 7), o=st.sampled_from([1, 5, 16, 19]), k=st.sampled_from([1, 3]),
+       stride=st.integers(1, 2), groups=st.sampled_from([1, 2]), tile=st.sampled_from(TILES[:2]),
+       dtypes=st.sampled_from([("uint8", "int8"), ("int32", "int32"), ("int8", "uint8")]))
+def test_tiled_integer_conv2d_any_shape(c: int, h: int, o: int, k: int, stride: int, groups: int, tile: RegisterTile,
+                                        dtypes: tuple[str, str]) -> None:
+    if o % groups:
+        o *= groups
+    x = _operand((1, c * groups, h, h + 2), dtypes[0]) if dtypes[0] != "int32" else \
+        RNG.integers(-300, 300, (1, c * groups, h, h + 2)).astype(np.int32)
+    w = _operand((o, c, k, k), dtypes[1]) if dtypes[1] != "int32" else RNG.integers(-300, 300, (o, c, k, k)).astype(np.int32)
+    want = _conv_reference(x, w, stride, groups)
+    xb, wb, out = Buffer("x", x.shape, dtypes[0]), Buffer("w", w.shape, dtypes[1]), Buffer("o", want.shape, "int32")
+    t = conv2d_channels_tiled(Placeholder(xb), Placeholder(wb), "OIHW", (k, k), "int32", want.shape, (stride, stride),
+                              (1, 1), groups, tile)
+    assert t is not None
+    y = np.full(want.shape, -7, np.int32)
+    run_primfunc(PrimFunc([xb, wb, out], Builder().function_body([(t, out)])), [x, w, y])
+    np.testing.assert_array_equal(y, want)
+
+
+def test_native_integer_conv2d_uses_the_tile() -> None:
+    mod = _module('nn.conv2d(%x, %w, padding=[1, 1, 1, 1], out_dtype="int32")',
+                  {"x": ((1, 8, 9, 9), "uint8"), "w": ((32, 8, 3, 3), "int8")})
+    kernels = [f for f in lower_module(mod).functions.values() if isinstance(f, PrimFunc)]
+    assert any(b.name == "w_packed" for f in kernels for b in _allocated(f))
+    x, w = _operand((1, 8, 9, 9), "uint8"), _operand((32, 8, 3, 3), "int8")
+    want = _conv_reference(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), w, 1, 1)
+    np.testing.assert_array_equal(irtool.build(mod)(x, w), want)
