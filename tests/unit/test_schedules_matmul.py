@@ -82,18 +82,23 @@ def test_tiled_integer_dense(tile: RegisterTile, m: int, k: int, n: int) -> None
     _check(_interpret(a, w, "int32", (m, n), False, True, tile), _reference(a, w, False, True))
 
 
-def test_integer_tile_multiplies_and_adds_int32_vectors() -> None:
-    ab, bb, out = Buffer("a", (16, 8), "int8"), Buffer("b", (8, 64), "int8"), Buffer("o", (16, 64), "int32")
-    t = matmul_tiled(Placeholder(ab), Placeholder(bb), "int32", (16, 64), False, False, RegisterTile(16, 8))
+@pytest.mark.parametrize("m,packed", [(8, False), (16, True)])
+def test_integer_tile_multiplies_and_adds_int32_vectors(m: int, packed: bool) -> None:
+    """One row tile reads B's int8 rows and widens them on load; more rows pack a widened
+    panel per column tile first (each panel is then read by every row tile)."""
+    ab, bb, out = Buffer("a", (m, 8), "int8"), Buffer("b", (8, 64), "int8"), Buffer("o", (m, 64), "int32")
+    t = matmul_tiled(Placeholder(ab), Placeholder(bb), "int32", (m, 64), False, False, RegisterTile(16, 8))
     assert t is not None
-    nodes, stack = [], [Builder().function_body([(t, out)])]
+    func = PrimFunc([ab, bb, out], Builder().function_body([(t, out)]))
+    nodes, stack = [], [func.body]
     while stack:
         node = stack.pop()
         nodes.append(node)
         stack.extend(children(node))  # type: ignore[arg-type]
     assert not any(isinstance(n, Call) and n.name == "fma" for n in nodes)
     dtypes = {getattr(n, "dtype", None) for n in nodes}
-    assert "int32x16" in dtypes and "int8x16" in dtypes   # int8 rows of B widened on load
+    assert "int32x16" in dtypes and ("int8x16" in dtypes) != packed
+    assert any(b.name == "b_panel" and b.dtype == "int32" for b in _allocated(func)) == packed
 
 
 def test_outside_the_tile_dtypes_and_shapes_there_is_no_schedule() -> None:
