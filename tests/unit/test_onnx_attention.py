@@ -100,6 +100,21 @@ def test_matmul_broadcasts_like_onnxruntime(sa: tuple, sb: tuple) -> None:
         assert_outputs(run_irtool(model, [a, b], native), want, 1e-5, 1e-5)
 
 
+def test_matmul_transposes_only_weights() -> None:
+    """A 2-d weight becomes nn.dense of its (hoisted) transpose; a 2-d activation is read as it
+    is by one batch matmul, never transposed per call."""
+    from irtool.ir.expr import Call
+    from irtool.ir.visitor import post_order
+    a, b = _f32(2, 5, 8), _f32(8, 6)
+    for inits, ops in (({"b": b}, {"nn.dense", "transpose"}), ({}, {"nn.batch_matmul"})):
+        inputs = {"a": a} if inits else {"a": a, "b": b}
+        model = _model([helper.make_node("MatMul", ["a", "b"], ["y"])], inputs, opset=13, inits=inits)
+        body = import_model(model).module["main"].body
+        called = {n.op.name for n in post_order(body) if isinstance(n, Call)} - {"reshape"}
+        assert called == ops
+        assert_outputs(run_irtool(model, list(inputs.values()), native=True), [a @ b], 1e-5, 1e-5)
+
+
 def test_matmul_refuses_batches_that_do_not_broadcast() -> None:
     model = _model([helper.make_node("MatMul", ["a", "b"], ["y"])], {"a": _f32(2, 3, 4), "b": _f32(3, 4, 5)}, opset=13)
     with pytest.raises(DiagnosticError, match=r"MatMul.*batch dimensions do not broadcast"):

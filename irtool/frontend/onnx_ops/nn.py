@@ -108,10 +108,13 @@ def matmul(b: Builder, a: Value, w: Value, out_dtype: str = "", transpose_b: boo
     """numpy's `matmul(a, w)` (1-d operands, broadcasting batch dimensions); `transpose_b` reads
     w's last two axes swapped (attention's Q·Kᵀ without a transpose).
 
-    A 2-d right operand is one `nn.dense` of every row of `a`; otherwise the batch dimensions
-    are flattened into one `nn.batch_matmul`. A side whose batch dimensions are all 1 stays a
-    batch of one, which the kernel broadcasts; a side that broadcasts only partly
-    ((3, 1) against (1, 2)) is expanded to the full batch first."""
+    A 2-d weight (a graph initializer, or computed from one) is one `nn.dense` of every row of
+    `a` against its transpose, which is computed once (hoisted out of the run, and packed into
+    the kernel's panels by `alter-layout`). Any other 2-d right operand is a batch of one row
+    block (`nn.batch_matmul` reads it as it is, no transpose per call). Otherwise the batch
+    dimensions are flattened into one `nn.batch_matmul`: a side whose batch dimensions are all 1
+    stays a batch of one, which the kernel broadcasts; a side that broadcasts only partly ((3, 1)
+    against (1, 2)) is expanded to the full batch first."""
     if a.ndim == 0 or w.ndim == 0:
         raise Unsupported("MatMul of a scalar")
     a2 = reshaped(b, a, (1,) + a.shape) if a.ndim == 1 else a
@@ -120,10 +123,14 @@ def matmul(b: Builder, a: Value, w: Value, out_dtype: str = "", transpose_b: boo
     n, k2 = w2.shape[-2:] if transpose_b else w2.shape[-2:][::-1]
     if k != k2:
         raise Unsupported(f"MatMul of shapes {a.shape} and {w.shape}")
-    if w2.ndim == 2:
+    if w2.ndim == 2 and (transpose_b or w2.from_param or w2.const is not None):
         rows = reshaped(b, a2, (math.prod(a2.shape[:-1]), k))
         weight = w2 if transpose_b else transposed(b, w2, (1, 0))
         out = b.call("nn.dense", [rows, weight], units=n, out_dtype=out_dtype)
+        out = reshaped(b, out, a2.shape[:-1] + (n,))
+    elif w2.ndim == 2:
+        rows = reshaped(b, a2, (1, math.prod(a2.shape[:-1]), k))
+        out = b.call("nn.batch_matmul", [rows, reshaped(b, w2, (1, k, n))], out_dtype=out_dtype)
         out = reshaped(b, out, a2.shape[:-1] + (n,))
     else:
         batch_a, batch_w = a2.shape[:-2], w2.shape[:-2]
