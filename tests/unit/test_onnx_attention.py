@@ -140,6 +140,8 @@ def test_attention_with_a_cache_matches_onnxruntime() -> None:
     ({"q": (2, 3, 8), "k": (2, 3, 8), "v": (2, 3, 8)}, {}, "q_num_heads and kv_num_heads"),
     ({"q": (1, 3, 2, 4), "k": (1, 2, 2, 4), "v": (1, 2, 2, 4)}, {}, "3 query heads for 2 key"),
     ({"q": (1, 2, 2, 4), "k": (1, 2, 2, 4), "v": (1, 2, 2, 4), "mask": (2, 5)}, {}, "longer than the 2 keys"),
+    ({"q": (1, 1, 2, 4), "k": (1, 1, 3, 4), "v": (1, 1, 3, 4)}, {"scale": -1.0}, r"scale=-1\.0"),
+    ({"q": (1, 1, 2, 4), "k": (1, 1, 3, 4), "v": (1, 1, 3, 4)}, {"softmax_precision": 7}, "softmax_precision int64"),
 ])
 def test_attention_refuses_inconsistent_shapes(inputs: dict, attrs: dict, message: str) -> None:
     arrays = {n: _f32(*s) for n, s in inputs.items()}
@@ -147,6 +149,13 @@ def test_attention_refuses_inconsistent_shapes(inputs: dict, attrs: dict, messag
     with pytest.raises(DiagnosticError, match=message) as info:
         import_model(model)
     assert "(Attention)" in str(info.value)
+
+
+def test_attention_of_no_queries_is_empty() -> None:
+    arrays = {"q": _f32(1, 1, 0, 4), "k": _f32(1, 1, 3, 4), "v": _f32(1, 1, 3, 4)}
+    model = _model([helper.make_node("Attention", list(arrays), ["y"], is_causal=1)], arrays)
+    (y,) = run_irtool(model, list(arrays.values()))
+    assert y.shape == (1, 1, 0, 4) and y.dtype == np.float32
 
 
 def test_past_key_needs_past_value() -> None:

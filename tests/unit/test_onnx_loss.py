@@ -94,6 +94,7 @@ def test_softmax_cross_entropy_matches_onnxruntime(reduction: str) -> None:
     ("NegativeLogLikelihoodLoss", {"x": (3, 5), "t": (4,)}, {}, "scores of shape"),
     ("NegativeLogLikelihoodLoss", {"x": (3, 5), "t": (3,), "w": (4,)}, {}, "a weight of type"),
     ("SoftmaxCrossEntropyLoss", {"x": (3, 5), "t": (3,)}, {"reduction": "max"}, "reduction 'max'"),
+    ("NegativeLogLikelihoodLoss", {"x": (2, 0), "t": (2,)}, {}, "no classes"),
 ])
 def test_inconsistent_losses_are_refused(op: str, inputs: dict, attrs: dict, message: str) -> None:
     arrays = {n: (np.zeros(s, np.int64) if n == "t" else np.zeros(s, np.float32)) for n, s in inputs.items()}

@@ -217,11 +217,15 @@ def test_conv_integer_with_weight_zero_points() -> None:
     _check(model, {"x": x}, ReferenceEvaluator(model).run(None, {"x": x}))
 
 
-def test_unsupported_forms_are_located_errors() -> None:
+@pytest.mark.parametrize("attrs,inits,opset,message", [
+    ({"axis": 1}, {"s": np.ones(2, np.float32), "z": np.zeros(2, np.uint8)}, 13, r"a scale of shape \(2,\) for axis 1"),
+    ({"precision": 6}, {"s": np.ones(3, np.float32), "z": np.zeros(3, np.uint8)}, 23, "precision int32"),
+    ({"output_dtype": 99}, {"s": np.ones(3, np.float32)}, 21, "output_dtype: ONNX element type 99"),
+])
+def test_unsupported_forms_are_located_errors(attrs: dict, inits: dict, opset: int, message: str) -> None:
     x = RNG.standard_normal((2, 3)).astype(np.float32)
-    model = _model([helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=1)], {"x": x},
-                   {"s": np.ones(2, np.float32), "z": np.zeros(2, np.uint8)})
-    with pytest.raises(DiagnosticError, match=r"node '#0' \(QuantizeLinear\): a scale of shape \(2,\) for axis 1"):
+    model = _model([helper.make_node("QuantizeLinear", ["x", *inits], ["y"], **attrs)], {"x": x}, inits, opset=opset)
+    with pytest.raises(DiagnosticError, match=r"node '#0' \(QuantizeLinear\): " + message):
         import_model(model)
 
 

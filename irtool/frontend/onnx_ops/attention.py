@@ -15,8 +15,8 @@ import math
 
 import numpy as np
 
-from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value, relay_dtype
-from irtool.frontend.onnx_ops.common import converter, required, reshaped, scalar, transposed
+from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value
+from irtool.frontend.onnx_ops.common import converter, onnx_dtype, required, reshaped, scalar, transposed
 from irtool.frontend.onnx_ops.nn import matmul
 
 _FLOATS = ("float16", "bfloat16", "float32", "float64")
@@ -123,8 +123,10 @@ def _attention(b: Builder, node: Node) -> list[Value | None]:
     kv_len = present_k.shape[2]
 
     # Q·Kᵀ with Q and K each scaled by sqrt(scale), as the specification's pattern scales them.
-    scale = node.attr("scale")
-    root = scalar(b, math.sqrt(float(scale) if scale is not None else 1 / math.sqrt(head)), dtype)  # type: ignore[arg-type]
+    scale = float(node.attr("scale")) if node.attr("scale") is not None else (1 / math.sqrt(head) if head else 1.0)  # type: ignore[arg-type]
+    if not scale > 0:
+        raise Unsupported(f"scale={scale} (the queries and keys are scaled by its square root)")
+    root = scalar(b, math.sqrt(scale), dtype)
     scores = matmul(b, _grouped(b, b.call("multiply", [q, root]), kv_heads), b.call("multiply", [present_k, root]),
                     transpose_b=True)
     scores = reshaped(b, scores, (batch, q_heads, q_len, kv_len))
@@ -154,8 +156,10 @@ def _attention(b: Builder, node: Node) -> list[Value | None]:
 
     precision = node.attr("softmax_precision")
     if precision is not None:
-        from onnx import helper
-        scores = b.call("cast", [scores], dtype=relay_dtype(np.dtype(helper.tensor_dtype_to_np_dtype(int(precision)))))  # type: ignore[call-overload]
+        real = onnx_dtype(int(precision), "softmax_precision")  # type: ignore[call-overload]
+        if real not in _FLOATS:
+            raise Unsupported(f"softmax_precision {real}")
+        scores = b.call("cast", [scores], dtype=real)
     probs = b.call("nn.softmax", [scores], axis=3)
     # A row whose bias forbids every key: zeros (its softmax is NaN).
     if static is not None:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from irtool.frontend.onnx_values import Builder, Converter, Node, Unsupported, Value
+from irtool.frontend.onnx_values import Builder, Converter, Node, Unsupported, Value, relay_dtype
 
 CONVERTERS: dict[str, Converter] = {}
 
@@ -47,10 +47,10 @@ def required(node: Node, i: int, what: str) -> Value:
 
 
 def reshaped(b: Builder, x: Value, shape: Sequence[int]) -> Value:
-    """x in `shape` (no call when it already has it)."""
+    """x in `shape` (no call when it already has it; a 0 in `shape` is an empty axis)."""
     if tuple(shape) == x.shape:
         return x
-    return b.call("reshape", [x], newshape=tuple(int(d) for d in shape))
+    return b.call("reshape", [x], newshape=tuple(int(d) for d in shape), allowzero=0 in shape)
 
 
 def scalar(b: Builder, value: float, dtype: str) -> Value:
@@ -71,3 +71,12 @@ def broadcast_to(b: Builder, x: Value, shape: Sequence[int]) -> Value:
         return x
     zeros = b.call("full", [scalar(b, 0, x.dtype)], shape=tuple(shape), dtype=x.dtype)
     return b.call("add" if x.dtype != "bool" else "logical_or", [x, zeros])
+
+
+def onnx_dtype(code: int, what: str) -> str:
+    """The Relay dtype of an ONNX element type given as an attribute (`to`, `output_dtype`, ...)."""
+    from onnx import helper
+    try:
+        return relay_dtype(np.dtype(helper.tensor_dtype_to_np_dtype(code)))
+    except (KeyError, TypeError, ValueError):
+        raise Unsupported(f"{what}: ONNX element type {code}") from None

@@ -27,6 +27,8 @@ def _nll(b: Builder, node: Node, scores: Value) -> Value:
     target, weight = required(node, 1, "target"), node.input(2)
     if scores.ndim < 2 or target.shape != (scores.shape[0],) + scores.shape[2:]:
         raise Unsupported(f"scores of shape {scores.shape} for targets of shape {target.shape}")
+    if scores.shape[1] == 0:
+        raise Unsupported(f"scores of shape {scores.shape}: no classes to pick from")
     if not target.dtype.startswith(("int", "uint")):
         raise Unsupported(f"{target.dtype} targets")
     if weight is not None and (weight.shape != (scores.shape[1],) or weight.dtype != scores.dtype):

@@ -14,26 +14,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value, relay_dtype
-from irtool.frontend.onnx_ops.common import CONVERTERS, converter, norm_axis, required, reshaped, scalar
+from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value
+from irtool.frontend.onnx_ops.common import (CONVERTERS, converter, norm_axis, onnx_dtype, required, reshaped,
+                                             scalar)
 from irtool.frontend.onnx_ops.nn import matmul
 
 _CODES = ("int8", "uint8", "int16", "uint16")
-
-
-def _onnx_dtype(code: int) -> str:
-    from onnx import helper
-    try:
-        return relay_dtype(np.dtype(helper.tensor_dtype_to_np_dtype(code)))
-    except (KeyError, TypeError, ValueError):
-        return f"ONNX type {code}"
 
 
 def _code_dtype(b: Builder, node: Node, zero: Value | None) -> str:
     """The codes' dtype: the zero point's, else `output_dtype` (opset 21), else uint8."""
     dtype = zero.dtype if zero is not None else "uint8"
     if zero is None and b.opset >= 21 and node.attr("output_dtype"):
-        dtype = _onnx_dtype(int(node.attr("output_dtype")))  # type: ignore[call-overload]
+        dtype = onnx_dtype(int(node.attr("output_dtype")), "output_dtype")  # type: ignore[call-overload]
     if dtype not in _CODES:
         raise Unsupported(f"{dtype} codes (irtool quantizes to {', '.join(_CODES)})")
     return dtype
@@ -78,7 +71,9 @@ def _quantize_linear(b: Builder, node: Node) -> list[Value | None]:
     axis = _qnn_axis(b, node, x, scale)
     precision = node.attr("precision") if b.opset >= 23 else None
     if precision:
-        real = _onnx_dtype(int(precision))  # type: ignore[call-overload]
+        real = onnx_dtype(int(precision), "precision")  # type: ignore[call-overload]
+        if not real.startswith(("float", "bfloat")):
+            raise Unsupported(f"precision {real}")
         x, scale = b.call("cast", [x], dtype=real), b.call("cast", [scale], dtype=real)
     zero = zero if zero is not None else scalar(b, 0, dtype)
     return [quantize(b, x, _param(b, node, x, scale, "scale"), _param(b, node, x, zero, "zero point"), axis, dtype)]
@@ -90,7 +85,9 @@ def _dequantize_linear(b: Builder, node: Node) -> list[Value | None]:
     if x.dtype not in _CODES + ("int32",):
         raise Unsupported(f"{x.dtype} codes (irtool dequantizes {', '.join(_CODES)} and int32)")
     axis = _qnn_axis(b, node, x, scale)
-    out = _onnx_dtype(int(node.attr("output_dtype"))) if b.opset >= 23 and node.attr("output_dtype") else ""  # type: ignore[call-overload]
+    out = ""
+    if b.opset >= 23 and node.attr("output_dtype"):
+        out = onnx_dtype(int(node.attr("output_dtype")), "output_dtype")  # type: ignore[call-overload]
     zero = zero if zero is not None else scalar(b, 0, x.dtype)
     return [b.call("qnn.dequantize", [x, _param(b, node, x, scale, "scale"), _param(b, node, x, zero, "zero point")],
                    axis=axis, out_dtype=out)]
