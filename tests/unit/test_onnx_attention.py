@@ -151,6 +151,22 @@ def test_attention_refuses_inconsistent_shapes(inputs: dict, attrs: dict, messag
     assert "(Attention)" in str(info.value)
 
 
+@pytest.mark.parametrize("mask_dtype", ["bool", "float32"])
+def test_fully_masked_rows_are_zero_with_a_causal_mask(mask_dtype: str) -> None:
+    """A mask that forbids every key of a row gives that row zeros, also when it is combined
+    with a causal mask known at import time (onnx's reference evaluator is the oracle)."""
+    from onnx.reference import ReferenceEvaluator
+    arrays = {"q": _f32(1, 2, 3, 4), "k": _f32(1, 2, 5, 4), "v": _f32(1, 2, 5, 4)}
+    allowed = RNG.random((3, 5)) < 0.8
+    allowed[1] = False
+    arrays["m"] = allowed if mask_dtype == "bool" else np.where(allowed, 0, -np.inf).astype(np.float32)
+    model = _model([helper.make_node("Attention", list(arrays), ["y"], is_causal=1)], arrays)
+    want = ReferenceEvaluator(model).run(None, arrays)
+    assert not np.any(want[0][:, :, 1])
+    for native in (False, True):
+        assert_outputs(run_irtool(model, list(arrays.values()), native), want, 1e-5, 1e-6)
+
+
 def test_attention_of_no_queries_is_empty() -> None:
     arrays = {"q": _f32(1, 1, 0, 4), "k": _f32(1, 1, 3, 4), "v": _f32(1, 1, 3, 4)}
     model = _model([helper.make_node("Attention", list(arrays), ["y"], is_causal=1)], arrays)

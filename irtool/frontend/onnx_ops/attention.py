@@ -67,6 +67,8 @@ def _allowed(b: Builder, q_len: int, kv_len: int, causal: bool, left: int, right
         return b.const(allowed), allowed
     # An external cache: query block offset nonpad[b] - Sq, per batch, known only at run time.
     # Each bound is `constant(i, j) <= nonpad[b]` (or `>=`) with the constant computed here.
+    if nonpad.dtype != "int64":
+        nonpad = b.call("cast", [nonpad], dtype="int64")
     lengths = reshaped(b, nonpad, (nonpad.shape[0], 1, 1, 1))
     out = b.call("less", [b.const(np.broadcast_to(j, (1, kv_len)).astype(np.int64)), lengths])   # padding
     if causal:
@@ -144,9 +146,10 @@ def _attention(b: Builder, node: Node) -> list[Value | None]:
     if mask is not None:
         padded = _padded_mask(b, mask, kv_len, dtype)
         if padded.dtype == "bool":
-            allowed, static = _and(b, allowed, padded), None
+            allowed = _and(b, allowed, padded)
         else:
             bias = padded
+        static = None
     if allowed is not None:
         forbid = b.call("where", [allowed, scalar(b, 0, dtype), scalar(b, -np.inf, dtype)])
         bias = forbid if bias is None else b.call("add", [bias, forbid])
