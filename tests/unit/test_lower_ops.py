@@ -181,6 +181,8 @@ CASES: list[tuple[str, str, dict[str, tuple[tuple[int, ...], str]]]] = [
      {"x": ((1, 1, 4, 4), F), "g": ((1, 2, 2, 3), F)}),
     ("image.grid_sample", "image.grid_sample(%x, %g, method=\"nearest\", layout=\"NCDHW\")",
      {"x": ((1, 1, 2, 3, 4), F), "g": ((1, 3, 2, 2, 2), F)}),
+    ("qnn.quantize", 'qnn.quantize(%x, %s, %z, axis=1, out_dtype="uint8")', {"x": ((2, 3, 4), F), "s": ((3,), F), "z": ((3,), "uint8")}),
+    ("qnn.dequantize", "qnn.dequantize(%x, %s, %z)", {"x": ((2, 3), "int8"), "s": ((2, 1), F), "z": ((), "int8")}),
 ]
 
 # Operators whose results are selections or integer arithmetic: equal to the last bit.
@@ -192,7 +194,8 @@ _EXACT = {"negative", "abs", "nn.relu", "copy", "floor", "ceil", "round", "nearb
           "full_like", "nn.prelu", "nn.leaky_relu", "sign", "isnan", "isinf", "mod", "floor_mod", "bitwise_and",
           "bitwise_or", "bitwise_xor", "bitwise_not", "left_shift", "right_shift", "logical_xor", "gather", "gather_nd",
           "scatter_elements", "one_hot", "topk", "cumprod", "arange", "trilu", "reverse_sequence", "nn.depth_to_space",
-          "nn.space_to_depth"}
+          "nn.space_to_depth",
+          "qnn.quantize", "qnn.dequantize"}
 _VIEWS = {"reshape", "squeeze", "expand_dims", "nn.batch_flatten"}
 # Rules that refuse on purpose (simplify-inference removes these operators first).
 _REFUSED = {"nn.batch_norm", "nn.dropout"}

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from irtool.frontend.onnx_values import Builder, Converter, Node, Unsupported, Value
+from irtool.frontend.onnx_values import Builder, Converter, Node, Unsupported, Value, relay_dtype
 
 CONVERTERS: dict[str, Converter] = {}
 
@@ -98,3 +98,22 @@ def empty_reduction(b: Builder, x: Value, axes: Sequence[int], keepdims: bool, v
         return None
     shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape) if keepdims or i not in axes)
     return b.call("full", [scalar(b, value, x.dtype)], shape=shape, dtype=x.dtype)
+
+
+def broadcast_to(b: Builder, x: Value, shape: Sequence[int]) -> Value:
+    """x expanded to `shape` (numpy broadcasting) as `x + zeros(shape)`, which fuses into one
+    elementwise kernel (`logical_or` for bool)."""
+    if tuple(shape) == x.shape:
+        return x
+    zeros = b.call("full", [scalar(b, 0, x.dtype)], shape=tuple(shape), dtype=x.dtype)
+    return b.call("add" if x.dtype != "bool" else "logical_or", [x, zeros])
+
+
+def onnx_dtype(code: int, what: str) -> str:
+    """The Relay dtype of an ONNX element type given as an attribute (`to`, `output_dtype`, ...),
+    through the importer's element-type gate (irtool/frontend/onnx_dtypes.py)."""
+    from irtool.frontend.onnx_dtypes import dtype_of, onnx_type_name
+    dtype = dtype_of(code)
+    if dtype is None:
+        raise Unsupported(f"{what}: element type {onnx_type_name(code)}")
+    return dtype

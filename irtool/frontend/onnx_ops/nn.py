@@ -8,7 +8,8 @@ import math
 import numpy as np
 
 from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value
-from irtool.frontend.onnx_ops.common import (converter, over_axis, required, reshaped, scalar, transposed)
+from irtool.frontend.onnx_ops.common import (broadcast_to, converter, norm_axis, over_axis, required, reshaped, scalar,
+                                             transposed)
 
 @converter("BatchNormalization")
 def _batch_norm(b: Builder, node: Node) -> list[Value | None]:
@@ -95,42 +96,62 @@ def _gemm(b: Builder, node: Node) -> list[Value | None]:
     return [out]
 
 
-def _broadcast_batch(b: Builder, x: Value, batch: tuple[int, ...]) -> Value:
-    """x with its leading (batch) axes broadcast to `batch` (adding zeros, as Expand does)."""
-    shape = batch + x.shape[-2:]
-    if x.shape == shape:
-        return x
-    return b.call("add", [x, b.call("zeros", [], shape=shape, dtype=x.dtype)])
-
-
 @converter("MatMul")
 def _matmul(b: Builder, node: Node) -> list[Value | None]:
-    a, w = required(node, 0, "A"), required(node, 1, "B")
+    return [matmul(b, required(node, 0, "A"), required(node, 1, "B"))]
+
+
+def matmul(b: Builder, a: Value, w: Value, out_dtype: str = "", transpose_b: bool = False) -> Value:
+    """numpy's `matmul(a, w)` (1-d operands, broadcasting batch dimensions); `transpose_b` reads
+    w's last two axes swapped (attention's Q·Kᵀ without a transpose).
+
+    A 2-d weight (a graph initializer, or computed from one) is one `nn.dense` of every row of
+    `a` against its transpose, which is computed once (hoisted out of the run, and packed into
+    the kernel's panels by `alter-layout`). Any other 2-d right operand is a batch of one row
+    block (`nn.batch_matmul` reads it as it is, no transpose per call). Otherwise the batch
+    dimensions are flattened into one `nn.batch_matmul`: a side whose batch dimensions are all 1
+    stays a batch of one, which the kernel broadcasts; a side that broadcasts only partly ((3, 1)
+    against (1, 2)) is expanded to the full batch first."""
     if a.ndim == 0 or w.ndim == 0:
         raise Unsupported("MatMul of a scalar")
     a2 = reshaped(b, a, (1,) + a.shape) if a.ndim == 1 else a
     w2 = reshaped(b, w, w.shape + (1,)) if w.ndim == 1 else w
-    k, k2 = a2.dims[-1], w2.dims[-2]
-    n = w2.dims[-1]
+    k = a2.dims[-1]
+    n, k2 = w2.shape[-2:] if transpose_b else w2.shape[-2:][::-1]
     if k != k2:
         raise Unsupported(f"MatMul of shapes {a.tensor} and {w.tensor}")
-    if w2.ndim == 2:
+    if w2.ndim == 2 and (transpose_b or w2.from_param or w2.const is not None):
         # (..., k) · (k, n): the leading axes are rows of one dense product (a 2-d A may be dynamic).
         rows = a2 if a2.ndim == 2 else reshaped(b, a2, (math.prod(a2.shape[:-1]), k))
-        out = b.call("nn.dense", [rows, transposed(b, w2, (1, 0))], units=n)
+        weight = w2 if transpose_b else transposed(b, w2, (1, 0))
+        out = b.call("nn.dense", [rows, weight], units=n, out_dtype=out_dtype)
         out = out if a2.ndim == 2 else reshaped(b, out, a2.shape[:-1] + (n,))
+    elif w2.ndim == 2:
+        rows = reshaped(b, a2, (1, math.prod(a2.shape[:-1]), k))
+        out = b.call("nn.batch_matmul", [rows, reshaped(b, w2, (1, k, n))], out_dtype=out_dtype)
+        out = reshaped(b, out, a2.shape[:-1] + (n,))
     else:
         m = a2.shape[-2]
-        batch = tuple(np.broadcast_shapes(a2.shape[:-2], w2.shape[:-2]))
-        a2, w2 = (_broadcast_batch(b, v, batch) for v in (a2, w2))
-        size = math.prod(batch)
-        out = b.call("nn.batch_matmul", [reshaped(b, a2, (size, m, k)), reshaped(b, w2, (size, k, n))])
+        batch_a, batch_w = a2.shape[:-2], w2.shape[:-2]
+        try:
+            batch = tuple(np.broadcast_shapes(batch_a, batch_w))
+        except ValueError:
+            raise Unsupported(f"MatMul of shapes {a.shape} and {w.shape}: the batch dimensions do not "
+                              "broadcast") from None
+
+        def flat(x: Value, x_batch: tuple[int, ...]) -> Value:
+            if math.prod(x_batch) != 1 and x_batch != batch:
+                x = broadcast_to(b, x, batch + x.shape[-2:])
+            size = 1 if math.prod(x_batch) == 1 else math.prod(batch)
+            return reshaped(b, x, (size,) + x.shape[-2:])
+        out = b.call("nn.batch_matmul", [flat(a2, batch_a), flat(w2, batch_w)], out_dtype=out_dtype,
+                     transpose_b=transpose_b)
         out = reshaped(b, out, batch + (m, n))
     if a.ndim > 1 and w.ndim > 1:
-        return [out]
+        return out
     shape = list(out.shape)
     if a.ndim == 1:
         del shape[-2]
     if w.ndim == 1:
         del shape[-1]
-    return [reshaped(b, out, shape)]
+    return reshaped(b, out, shape)

@@ -13,8 +13,8 @@ import numpy as np
 
 from irtool.frontend.onnx_dtypes import supported_array
 from irtool.frontend.onnx_values import Builder, DynamicShape, Node, Unsupported, Value
-from irtool.frontend.onnx_ops.common import (converter, empty_reduction, extreme, int_list, norm_axis, required, reshaped,
-                                             scalar, transposed)
+from irtool.frontend.onnx_ops.common import (broadcast_to, converter, empty_reduction, extreme, int_list, norm_axis, required,
+                                             reshaped, scalar, transposed)
 
 @converter("Pad")
 def _pad(b: Builder, node: Node) -> list[Value | None]:
@@ -261,10 +261,7 @@ def _constant_of_shape(b: Builder, node: Node) -> list[Value | None]:
 def _expand(b: Builder, node: Node) -> list[Value | None]:
     x = required(node, 0, "input")
     shape = tuple(np.broadcast_shapes(x.shape, tuple(int_list(b.static(node.input(1), "shape")))))
-    if shape == x.shape:
-        return [x]
-    zeros = b.call("full", [scalar(b, 0, x.dtype)], shape=shape, dtype=x.dtype)
-    return [b.call("add", [x, zeros]) if x.dtype != "bool" else b.call("logical_or", [x, zeros])]
+    return [broadcast_to(b, x, shape)]
 
 
 def reduced_axes(b: Builder, node: Node, x: Value, axes_since: int) -> tuple[int, ...] | None:
