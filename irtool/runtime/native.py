@@ -15,6 +15,8 @@ long as the process.
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
+import functools
 import hashlib
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -42,10 +44,27 @@ def _jit(ir: str, options: TargetOptions, make_engine: Callable[[], llvm.Executi
     key = hashlib.sha256(repr((ir, options)).encode()).hexdigest()
     engine = _CACHE.get(key)
     if engine is None:
+        _bind_compiler_runtime()
         engine = make_engine()
         engine.finalize_object()
         _CACHE[key] = engine
     return engine, (engine.get_function_address(symbol) if symbol else 0)
+
+
+# Helpers LLVM calls for conversions the target has no instruction for (double to half always,
+# float/half without F16C): the JIT finds them only if they are bound, as the C linker does.
+_COMPILER_RUNTIME = ("__truncdfhf2", "__truncsfhf2", "__extendhfsf2")
+
+
+@functools.cache
+def _bind_compiler_runtime() -> None:
+    try:
+        lib = ctypes.CDLL(ctypes.util.find_library("gcc_s") or "libgcc_s.so.1")
+    except OSError:
+        return
+    for name in _COMPILER_RUNTIME:
+        if hasattr(lib, name):
+            llvm.add_symbol(name, ctypes.cast(getattr(lib, name), ctypes.c_void_p).value)
 
 
 def _engine(generated: GeneratedModule, prefix: str, options: TargetOptions) -> llvm.ExecutionEngine:

@@ -30,6 +30,27 @@ STDIN_NAME = "<stdin>"
 TRACEBACK_ENV = "IRTOOL_TRACEBACK"
 
 
+def add_input_shape_option(ap: argparse.ArgumentParser) -> None:
+    """`--input-shape NAME=D0,D1,...` (repeatable): the sizes of an ONNX graph input's axes."""
+    ap.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
+                    help="with an .onnx model: the shape of a graph input whose axes are symbolic (repeatable)")
+
+
+def parse_shapes(items: Sequence[str]) -> dict[str, tuple[int, ...]]:
+    """The `--input-shape` values by input name."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for item in items:
+        name, sep, dims = item.partition("=")
+        try:
+            shape = tuple(int(d) for d in dims.split(",")) if dims.strip() else ()
+        except ValueError:
+            shape = (-1,)
+        if not sep or not name or any(d < 0 for d in shape):
+            raise DiagnosticError(f"--input-shape expects NAME=D0,D1,... with non-negative sizes, got `{item}`")
+        shapes[name] = shape
+    return shapes
+
+
 def read_source(path: str) -> tuple[str, str]:
     """(name used in diagnostics, text) of FILE, or of standard input for `-`."""
     try:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.printer import print_program
-from irtool.tools.common import cli_main
+from irtool.tools.common import add_input_shape_option, cli_main, parse_shapes
 from irtool.tools.output import STDOUT, check_output, write_npz, write_output
 
 PROG = "irtool-import"
@@ -35,25 +35,10 @@ def build_arg_parser() -> argparse.ArgumentParser:
                        help="where to write the weights (default: the output's name with .npz)")
     where.add_argument("--embed-params", action="store_true",
                        help="embed the weights as meta[relay.Constant] constants instead")
-    ap.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
-                    help="the static shape of a graph input with dynamic dimensions (repeatable)")
+    add_input_shape_option(ap)
     ap.add_argument("--print-types", action="store_true", help="annotate the output with /* ty=... */")
     ap.add_argument("-q", "--quiet", action="store_true", help="no per-stage timings on standard error")
     return ap
-
-
-def parse_shapes(items: Sequence[str]) -> dict[str, tuple[int, ...]]:
-    shapes: dict[str, tuple[int, ...]] = {}
-    for item in items:
-        name, sep, dims = item.partition("=")
-        try:
-            shape = tuple(int(d) for d in dims.split(",")) if dims.strip() else ()
-        except ValueError:
-            shape = (-1,)
-        if not sep or not name or any(d < 0 for d in shape):
-            raise DiagnosticError(f"--input-shape expects NAME=D0,D1,... with non-negative sizes, got `{item}`")
-        shapes[name] = shape
-    return shapes
 
 
 class StageTimer:

@@ -24,7 +24,7 @@ from irtool.target import TargetError, TargetOptions
 from irtool.ir.module import IRModule
 from irtool.core.diagnostics import DiagnosticError
 from irtool.tools import argtypes
-from irtool.tools.common import STDIN_NAME, parse_args, read_source, run_tool
+from irtool.tools.common import STDIN_NAME, add_input_shape_option, parse_args, parse_shapes, read_source, run_tool
 from irtool.tools.output import check_output, write_file, write_output
 from irtool.tools.run import load_module
 
@@ -52,6 +52,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
     lowering.add_argument("--pipeline", default=DEFAULT_PIPELINE,
                           help=f"passes that lower input that is not lowered yet (default: {DEFAULT_PIPELINE})")
     lowering.add_argument("--no-pipeline", action="store_true", help="require lowered input")
+    add_input_shape_option(ap)
     return ap
 
 
@@ -107,8 +108,11 @@ def run(args: argparse.Namespace) -> int:
     if args.file.endswith(".onnx"):
         # An ONNX model compiles in one step: imported with its weights as constants.
         from irtool.frontend.onnx import import_file
-        mod = import_file(args.file, embed_params=True).module
+        mod = import_file(args.file, embed_params=True, input_shapes=parse_shapes(args.input_shape),
+                          static_shapes=True).module
     else:
+        if args.input_shape:
+            raise DiagnosticError("--input-shape applies to .onnx models")
         name, text = read_source(args.file)
         mod = load_module(name, text, "main")
     compile_file(mod, args, prefix)

@@ -38,7 +38,7 @@ from irtool.ir.visitor import free_vars
 from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse
 from irtool.tools import argtypes
-from irtool.tools.common import parse_args, read_source, run_tool, usage_error
+from irtool.tools.common import add_input_shape_option, parse_args, parse_shapes, read_source, run_tool, usage_error
 from irtool.tools.output import STDOUT, check_output, write_npz
 
 PROG = "irtool-run"
@@ -65,6 +65,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
                     help="--profile: timed runs per kernel, the median is shown (default: 10)")
     ap.add_argument("--threads", type=argtypes.threads, default=1, metavar="N",
                     help="with --backend=native: run parallel loops on N threads (default: 1)")
+    add_input_shape_option(ap)
     return ap
 
 
@@ -280,8 +281,11 @@ def run(args: argparse.Namespace) -> int:
     if args.file.endswith(".onnx"):
         # ONNX imports on the fly, weights embedded: the inputs are the graph's own.
         from irtool.frontend.onnx import import_file
-        mod = import_file(args.file, embed_params=True).module
+        mod = import_file(args.file, embed_params=True, input_shapes=parse_shapes(args.input_shape),
+                          static_shapes=args.backend == "native").module
     else:
+        if args.input_shape:
+            raise DiagnosticError("--input-shape applies to .onnx models")
         name, text = read_source(args.file)
         mod = load_module(name, text, args.entry)
     func = entry_function(mod, args.entry)
