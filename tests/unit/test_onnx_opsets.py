@@ -85,6 +85,14 @@ def test_pad_attribute_forms_and_axes() -> None:
     check([N("Pad", ["x", "p"], ["y"])], {"x": rand(4, 5)}, {"p": np.array([-1, 2, 1, -2], np.int64)})
 
 
+def test_pad_value_computed_at_run_time() -> None:
+    """The constant value is an operand of nn.pad, so one computed from a graph input (as the
+    expanded Attention cases compute -inf) pads in both backends."""
+    check([N("Neg", ["v"], ["nv"]), N("Pad", ["x", "p", "nv"], ["y"])],
+          {"x": rand(2, 3), "v": np.array(7.5, np.float32)}, {"p": np.array([1, 0, 0, 2], np.int64)},
+          opset=18, native=True)
+
+
 def test_tile_opset1_repeats_one_axis() -> None:
     x = rand(2, 3)
     got = run([N("Tile", ["x", "t", "a"], ["y"])], {"x": x}, opset=1,

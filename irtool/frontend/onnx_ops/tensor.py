@@ -28,7 +28,9 @@ def _pad(b: Builder, node: Node) -> list[Value | None]:
     else:
         pads = int_list(b.static(node.input(1), "pads"))
         value_in = node.input(2)
-        value = 0.0 if value_in is None else b.static(value_in, "constant_value").reshape(-1)[0]
+        # nn.pad takes its value as an operand, so a value computed at run time is fine.
+        value = 0.0 if value_in is None else (value_in.const.reshape(-1)[0] if value_in.const is not None
+                                              else reshaped(b, value_in, ()))
         axes_in = node.input(3)
         axes = [norm_axis(a, n) for a in int_list(b.static(axes_in, "axes"))] if axes_in is not None else list(range(n))
     mode = str(node.attr("mode", "constant"))
@@ -49,7 +51,8 @@ def _pad(b: Builder, node: Node) -> list[Value | None]:
     if not any(begin + end):
         return [x]
     width = tuple(zip(begin, end))
-    return [b.call("nn.pad", [x, scalar(b, value, x.dtype)], pad_width=width, pad_mode=mode)]  # type: ignore[arg-type]
+    fill = value if isinstance(value, Value) else scalar(b, value, x.dtype)  # type: ignore[arg-type]
+    return [b.call("nn.pad", [x, fill], pad_width=width, pad_mode=mode)]
 
 
 @converter("Reshape")
