@@ -29,6 +29,8 @@ from irtool.ir.module import IRModule
 from irtool.ir.types import TensorType
 from irtool.ir.visitor import free_vars
 from irtool.core.diagnostics import DiagnosticError
+from irtool.frontend.onnx_checks import (check_dims, check_node, input_type, non_text_field,
+                                         shape_inference_complaint, tensor_array)
 from irtool.frontend.onnx_ops import CONVERTERS
 from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value, relay_dtype
 
@@ -78,11 +80,6 @@ def load_onnx(path: str) -> onnx.ModelProto:
         raise DiagnosticError(f"{path}: not a valid ONNX model: {exc}") from None
 
 
-def _tensor_array(tensor: onnx.TensorProto) -> np.ndarray:
-    from onnx import numpy_helper
-    return np.asarray(numpy_helper.to_array(tensor))
-
-
 def _short_float(value: float) -> float:
     """A float32 attribute as its shortest decimal (`epsilon=1e-05`, not 9.999999747378752e-06);
     it rounds back to the same float32."""
@@ -101,8 +98,8 @@ def _attributes(node: onnx.NodeProto) -> dict[str, object]:
             value = [_short_float(v) for v in value]  # type: ignore[union-attr]
         elif isinstance(value, bytes):
             value = value.decode("utf-8", errors="replace")
-        elif hasattr(value, "raw_data") or hasattr(value, "dims"):
-            value = _tensor_array(value)  # type: ignore[arg-type]
+        elif a.type == onnx.AttributeProto.TENSOR:
+            value = tensor_array(a.t, f"attribute '{a.name}'")
         elif isinstance(value, list) and value and isinstance(value[0], bytes):
             value = [v.decode("utf-8", errors="replace") for v in value]
         out[a.name] = value
@@ -110,22 +107,19 @@ def _attributes(node: onnx.NodeProto) -> dict[str, object]:
 
 
 def _input_type(info: onnx.ValueInfoProto, overrides: Mapping[str, Sequence[int]]) -> TensorType:
-    from onnx import helper
     t = info.type
     if t.WhichOneof("value") != "tensor_type":
         raise Unsupported(f"graph input '{info.name}' is not a tensor")
-    dtype = relay_dtype(np.dtype(helper.tensor_dtype_to_np_dtype(t.tensor_type.elem_type)))
+    dtype, model_dims = input_type(info)
     for key in (info.name, sanitize(info.name)):  # the ONNX name or its Relay spelling
         if key in overrides:
+            check_dims(list(overrides[key]), f"--input-shape {key}")
             return TensorType(tuple(int(d) for d in overrides[key]), dtype)
-    dims: list[int] = []
-    for d in t.tensor_type.shape.dim:
-        if d.WhichOneof("value") != "dim_value":
-            what = d.dim_param or "?"
-            raise Unsupported(f"graph input '{info.name}' has a dynamic dimension '{what}'; give its "
-                              f"shape with --input-shape {sanitize(info.name)}=D0,D1,...")
-        dims.append(int(d.dim_value))
-    return TensorType(tuple(dims), dtype)
+    for d, dim in zip(model_dims, t.tensor_type.shape.dim):
+        if d is None:
+            raise Unsupported(f"graph input '{info.name}' has a dynamic dimension '{dim.dim_param or '?'}'; give "
+                              f"its shape with --input-shape {sanitize(info.name)}=D0,D1,...")
+    return TensorType(tuple(d for d in model_dims if d is not None), dtype)
 
 
 class _Unique:
@@ -155,12 +149,16 @@ def import_model(model: onnx.ModelProto, *, embed_params: bool = False, source: 
 
     timings: dict[str, float] = {}
     started = time.perf_counter()
+    broken = non_text_field(model)
+    if broken is not None:
+        raise DiagnosticError(f"{source}: not a valid ONNX model: {broken}")
     opset = _opset(model, source)
     graph = model.graph
     builder = Builder(opset)
     unique = _Unique()
     values: dict[str, Value] = {}
     problems: list[str] = []
+    poisoned: set[str] = set()  # tensors whose producer (or graph input) was refused
 
     initializers = {t.name: t for t in graph.initializer}
     weight_vars: list[tuple[int, str, Var]] = []
@@ -174,6 +172,7 @@ def import_model(model: onnx.ModelProto, *, embed_params: bool = False, source: 
             ty = _input_type(info, input_shapes or {})
         except Unsupported as exc:
             problems.append(str(exc))
+            poisoned.add(info.name)
             continue
         var = Var(unique(info.name), ty)
         input_vars.append(var)
@@ -184,7 +183,7 @@ def import_model(model: onnx.ModelProto, *, embed_params: bool = False, source: 
         problems.append(f"--input-shape names no graph input: {', '.join(unknown_overrides)}")
 
     def initializer_value(name: str) -> Value:
-        array = _tensor_array(initializers[name])
+        array = tensor_array(initializers[name], f"initializer '{name}'")
         if array.dtype.kind != "f":
             return builder.const(array)  # integer tensors are shapes and indices: keep them static
         ty = TensorType(array.shape, relay_dtype(array.dtype))
@@ -199,7 +198,7 @@ def import_model(model: onnx.ModelProto, *, embed_params: bool = False, source: 
 
     uses = _use_counts(graph)
     unknown: dict[str, list[str]] = {}
-    poisoned: set[str] = set()
+    defined = {i.name for i in graph.input} | set(initializers)  # each tensor has one definition (SSA)
     for index, proto in enumerate(graph.node):
         label = proto.name or f"#{index}"
         if proto.domain not in ("", "ai.onnx"):
@@ -214,28 +213,38 @@ def import_model(model: onnx.ModelProto, *, embed_params: bool = False, source: 
         if any(name in poisoned for name in proto.input if name):
             poisoned.update(proto.output)
             continue
-        inputs: list[Value | None] = []
-        for name in proto.input:
-            if not name:
-                inputs.append(None)
-            elif name in values:
-                inputs.append(values[name])
-            elif name in initializers:
-                values[name] = initializer_value(name)
-                inputs.append(values[name])
-            else:
-                problems.append(f"node '{label}' ({proto.op_type}) reads '{name}', which nothing defines")
-                inputs = []
-                break
-        if not inputs and proto.input:
+        missing = [name for name in proto.input if name and name not in values and name not in initializers]
+        if missing:
+            problems.append(f"node '{label}' ({proto.op_type}) reads '{missing[0]}', which nothing defines")
             poisoned.update(proto.output)
             continue
-        node = Node(proto.op_type, label, inputs, _attributes(proto), len(proto.output),
-                    [bool(uses.get(o)) for o in proto.output])
+        again = [name for name in proto.output if name and name in defined]
+        defined.update(proto.output)
+        if again:
+            problems.append(f"node '{label}' ({proto.op_type}) writes '{again[0]}', which is already defined")
+            poisoned.update(proto.output)
+            continue
         try:
+            check_node(proto, opset)
+            inputs: list[Value | None] = []
+            for name in proto.input:
+                if name and name not in values:
+                    values[name] = initializer_value(name)
+                inputs.append(values[name] if name else None)
+            node = Node(proto.op_type, label, inputs, _attributes(proto), len(proto.output),
+                        [bool(uses.get(o)) for o in proto.output])
             outs = convert(builder, node)
         except Unsupported as exc:
             problems.append(f"node '{label}' ({proto.op_type}): {exc}")
+            poisoned.update(proto.output)
+            continue
+        except Exception:
+            # A converter assumes what the specification guarantees: if the model breaks it,
+            # ONNX's own inference says how; if not, this is an irtool bug and stays an error.
+            complaint = shape_inference_complaint(model, proto)
+            if complaint is None:
+                raise
+            problems.append(f"node '{label}' ({proto.op_type}): {complaint}")
             poisoned.update(proto.output)
             continue
         foldable = all(v is None or (v.const is not None and not v.from_param) for v in inputs)
