@@ -167,13 +167,18 @@ class _ToGraph(LetSubstMutator):
 
     def eliminate(self, let: Let, new_value: Expr) -> bool:
         # Substituting pure values keeps purity, so the original value answers for the new one.
-        # A let whose annotation is what types its value (`let %l: List[int32] = Nil;`) stays.
-        return self.pure(let.value) and (not annotation_matters(let.var) or self.self_typed(let.value))
+        # A let whose annotation types its value (`let %l: List[int32] = Nil;`) or says more than
+        # the value's own type (`Tensor[(2, 3), float32]` for a `Tensor[(?, 3), float32]`) stays.
+        if not self.pure(let.value):
+            return False
+        return not annotation_matters(let.var) or (self.self_typed(let.value)
+                                                   and let.value.checked_type == let.var.type_annotation)
 
 
 def to_graph_normal_form(func: Function, mod: IRModule) -> Function:
-    """Pure lets dropped, except those whose annotation alone fixes their value's type (TVM keeps
-    each node's inferred type; text has only the annotation to carry it)."""
+    """Pure lets dropped, except those whose annotation carries type information the value lacks
+    (TVM keeps each node's inferred type; text has only the annotation to carry it). The module
+    is expected type checked (as verify-each leaves it): an unchecked value keeps its let."""
     out = _ToGraph(Purity(func), SelfTyped(func, mod)).visit(func)
     assert isinstance(out, Function)
     return out
