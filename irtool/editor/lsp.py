@@ -17,6 +17,7 @@ import functools
 import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
+from urllib.parse import unquote
 
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
@@ -92,7 +93,7 @@ class IRLanguageServer(LanguageServer):
 
     def text_document(self, uri: str) -> TextDocument:
         """An open document; any other is refused (pygls would read a file from disk, or fail)."""
-        if uri not in self.workspace.text_documents:
+        if unquote(uri) not in self.workspace.text_documents:   # pygls keys documents by the decoded URI
             raise JsonRpcInvalidParams(f"irtool-lsp: {uri} is not open (send textDocument/didOpen first)")
         return self.workspace.get_text_document(uri)
 

@@ -92,6 +92,13 @@ def test_requests_about_a_document_never_opened_name_it(client: Client) -> None:
     assert_serving(client)
 
 
+def test_a_percent_encoded_uri_is_the_open_document(client: Client) -> None:
+    """Open documents are known by their decoded URI; the check must decode too."""
+    uri = "file:///tmp/adversarial%20spaced.relay"
+    assert client.open(uri, SMALL) == []
+    assert "negative(%arg0)" in client.request("textDocument/hover", at(uri, 1, 4))["contents"]["value"]
+
+
 # Nesting that recursed somewhere under the parser (type inference of nested function types and
 # tuple types): every request answered -32603 RecursionError with a traceback in `data`.
 DEEP = {
