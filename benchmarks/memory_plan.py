@@ -19,7 +19,7 @@ of tensors computed once from constants. `--timeline` draws each model's greedy-
 (fused, hoisted) as a PNG when matplotlib is importable (it is not a dependency); the model name
 is inserted before the suffix when several models are drawn.
 
-Anchors (reference/onnx-zoo-anchors.md: activations only, the same graphs fused TVM's way, which is
+Anchors (measured when the planner was written: activations only, the same graphs fused TVM's way, which is
 what hoisting gives): TVM's greedy 1.285x the bound (geometric mean), 1.745x worst (Inception v2);
 greedy-by-size 1.111x on DenseNet-121 and the bound elsewhere.
 """

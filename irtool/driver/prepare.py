@@ -20,21 +20,25 @@ from irtool.target import TargetOptions
 from irtool.tir_transform.parallel import parallelize
 
 DEFAULT_PIPELINE = "simplify-inference,alter-layout,fuse-ops,lower"
+# Lowering takes no calls of Relay functions: before the pipeline every function that is not
+# recursive is inlined into its callers, as TVM's AOT build inlines before lowering.
+INLINE_CALLS = "inline{all=true}"
 
 
 def ensure_lowered(mod: IRModule, pipeline: str | None = DEFAULT_PIPELINE) -> IRModule:
-    """`mod` lowered by `pipeline` unless it already is; with `pipeline=None` lowered input is required.
-    The input is verified (its errors are the user's); the passes' results are not re-verified
-    between passes, which took a tenth of DenseNet-121's compile time."""
-    from irtool.passes import run, verify
+    """`mod` lowered by `pipeline` (after `INLINE_CALLS`) unless it already is; with `pipeline=None`
+    lowered input is required. The input is verified (its errors are the user's); the passes'
+    results are not re-verified between passes, which took a tenth of DenseNet-121's compile time."""
+    from irtool.passes import parse_pipeline, run_pipeline, verify
     if is_lowered(mod):
         return mod
     if pipeline is None:
         main = mod.functions.get("main")
         raise DiagnosticError("irtool-llc: the input is not lowered (--no-pipeline was given); run "
                               f"`{DEFAULT_PIPELINE}` first", getattr(main, "span", None))
+    passes = parse_pipeline(INLINE_CALLS) + parse_pipeline(pipeline)
     verify(mod)
-    return run(mod, pipeline, verify_each=False)
+    return run_pipeline(mod, passes, verify_each=False)
 
 
 def plan_if_missing(mod: IRModule) -> IRModule:

@@ -17,30 +17,26 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from irtool.frontend.onnx_dtypes import onnx_type_name, tensor_dtype
 from irtool.frontend.onnx_values import Unsupported
 
 if TYPE_CHECKING:
     import onnx
 
-# ONNX element type -> the irtool dtype it imports as: what both the interpreter and native code
-# compute with, and so what the Relay parser reads back. Others (strings, complex, bfloat16,
-# 8- and 4-bit floats, 4-bit integers) are refused by name.
-ELEM_DTYPES: dict[int, str] = {9: "bool", 3: "int8", 5: "int16", 6: "int32", 7: "int64", 2: "uint8",
-                               4: "uint16", 12: "uint32", 13: "uint64", 10: "float16", 1: "float32",
-                               11: "float64"}
 # The TensorProto field holding the values of each element type when there is no `raw_data`.
 _VALUE_FIELD = {1: "float_data", 11: "double_data", 7: "int64_data", 12: "uint64_data", 13: "uint64_data"}
 
 
 def non_text_field(model: onnx.ModelProto) -> str | None:
     """The first name the importer reads that is not text, described (protobuf hands a string
-    field that is not valid UTF-8 over as bytes); None when all are."""
+    field that is not valid UTF-8 over as bytes); None when all are. The nodes of model-local
+    functions count: they are inlined into the graph."""
     g = model.graph
     fields: list[tuple[str, object]] = [("an opset domain", o.domain) for o in model.opset_import]
     fields += [("a graph input name", i.name) for i in g.input]
     fields += [("a graph output name", o.name) for o in g.output]
     fields += [("an initializer name", t.name) for t in g.initializer]
-    for node in g.node:
+    for node in [*g.node, *(n for f in model.functions for n in f.node)]:
         fields += [("a node name", node.name), ("an op type", node.op_type), ("a node domain", node.domain)]
         fields += [("a node input name", name) for name in node.input]
         fields += [("a node output name", name) for name in node.output]
@@ -49,24 +45,6 @@ def non_text_field(model: onnx.ModelProto) -> str | None:
         if not isinstance(value, str):
             return f"{what} is not UTF-8 text ({value!r})"
     return None
-
-
-def elem_type_name(elem_type: int) -> str:
-    """The ONNX spelling of an element type (`STRING`, `COMPLEX64`), for messages."""
-    from onnx import TensorProto
-    try:
-        return str(TensorProto.DataType.Name(elem_type))
-    except ValueError:
-        return f"element type {elem_type}"
-
-
-def elem_dtype(elem_type: int, what: str) -> str:
-    """The irtool dtype of an ONNX element type; `Unsupported` naming `what` otherwise."""
-    dtype = ELEM_DTYPES.get(elem_type)
-    if dtype is None:
-        raise Unsupported(f"{what} has element type {elem_type_name(elem_type)}, which irtool does not import "
-                          f"(it imports {', '.join(elem_type_name(t) for t in ELEM_DTYPES)})")
-    return dtype
 
 
 def check_dims(dims: list[int], what: str) -> None:
@@ -79,13 +57,13 @@ def check_tensor(tensor: onnx.TensorProto, what: str) -> None:
     """A tensor's element type, dimensions and data agree: exactly as many values (or bytes)
     as its shape needs, stored where its element type keeps them."""
     from onnx import TensorProto
-    dtype = elem_dtype(tensor.data_type, what)
+    dtype = tensor_dtype(tensor.data_type, what)
     dims = list(tensor.dims)
     check_dims(dims, what)
     if tensor.data_location == TensorProto.EXTERNAL:
         raise Unsupported(f"{what} keeps its data in an external file that was not loaded")
     count = int(np.prod(dims, dtype=object)) if dims else 1
-    shape = f"shape {tuple(dims)} of {elem_type_name(tensor.data_type)}"
+    shape = f"shape {tuple(dims)} of {onnx_type_name(tensor.data_type)}"
     if tensor.HasField("raw_data"):
         need = count * np.dtype(dtype).itemsize
         if len(tensor.raw_data) != need:
@@ -104,14 +82,12 @@ def tensor_array(tensor: onnx.TensorProto, what: str) -> np.ndarray:
     return np.asarray(numpy_helper.to_array(tensor))
 
 
-def input_type(info: onnx.ValueInfoProto) -> tuple[str, list[int | None]]:
-    """A graph input's dtype and dimensions (None where the model gives none), checked."""
-    what = f"graph input '{info.name}'"
-    tensor = info.type.tensor_type
-    dtype = elem_dtype(tensor.elem_type, what)
-    dims = [int(d.dim_value) if d.WhichOneof("value") == "dim_value" else None for d in tensor.shape.dim]
-    check_dims([d for d in dims if d is not None], what)
-    return dtype, dims
+def input_dims(info: onnx.ValueInfoProto) -> list[int | None]:
+    """A graph input's dimensions (None for a symbolic one), the static ones checked."""
+    dims = [int(d.dim_value) if d.WhichOneof("value") == "dim_value" else None
+            for d in info.type.tensor_type.shape.dim]
+    check_dims([d for d in dims if d is not None], f"graph input '{info.name}'")
+    return dims
 
 
 @functools.lru_cache(maxsize=None)
@@ -136,7 +112,7 @@ def check_node(node: onnx.NodeProto, opset: int) -> None:
         if schema is not None:
             spec = schema.attributes.get(a.name)
             if spec is None:
-                raise Unsupported(f"'{a.name}' is not an attribute of {node.op_type} (opset {opset})")
+                raise Unsupported(f"'{a.name}' is not an attribute of {node.op_type}")  # at the opset the message names
             if a.type != spec.type.value:
                 raise Unsupported(f"attribute '{a.name}' must be {kind.Name(spec.type.value)}, "
                                   f"not {kind.Name(a.type)}")

@@ -139,7 +139,8 @@ def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
     assert package_of(target) not in ALLOWED["ops"]
 
 
-def test_no_import_cycle_between_packages() -> None:
+def package_graph() -> dict[str, set[str]]:
+    """package -> the packages its modules import (the version string aside)."""
     graph: dict[str, set[str]] = {pkg: set() for pkg in ALLOWED}
     for module, path in module_files():
         for _, target, _, names in imports(module, path):
@@ -147,6 +148,41 @@ def test_no_import_cycle_between_packages() -> None:
                 continue
             if package_of(target) != package_of(module):
                 graph[package_of(module)].add(package_of(target))
+    return graph
+
+
+def _reachable(graph: dict[str, set[str]], start: str, without: tuple[str, str]) -> set[str]:
+    seen: set[str] = set()
+    todo = [b for b in graph[start] if (start, b) != without]
+    while todo:
+        node = todo.pop()
+        if node not in seen:
+            seen.add(node)
+            todo.extend(graph[node])
+    return seen
+
+
+def drawn_edges(text: str) -> set[tuple[str, str]]:
+    """The arrows of the mermaid drawing in docs/architecture.md (`a --> b & c` is two)."""
+    body = text.split("```mermaid\n", 1)[1].split("```", 1)[0]
+    edges = set()
+    for line in body.splitlines()[1:]:
+        left, right = line.split("-->")
+        edges |= {(a.strip(), b.strip()) for a in left.split("&") for b in right.split("&")}
+    return edges
+
+
+def test_the_drawing_is_the_reduced_import_graph() -> None:
+    """docs/architecture.md draws every package edge that no path of other arrows implies, and no other."""
+    graph = package_graph()
+    reduced = {(a, b) for a in graph for b in graph[a] if b not in _reachable(graph, a, (a, b))}
+    drawn = drawn_edges((REPO / "docs" / "architecture.md").read_text(encoding="utf-8"))
+    assert reduced - drawn == set(), f"imports the drawing lacks: {sorted(reduced - drawn)}"
+    assert drawn - reduced == set(), f"arrows no import needs (or implied by others): {sorted(drawn - reduced)}"
+
+
+def test_no_import_cycle_between_packages() -> None:
+    graph = package_graph()
     state: dict[str, int] = {}   # 1 on the path, 2 done
     for start in graph:
         stack = [(start, iter(sorted(graph[start])))]
