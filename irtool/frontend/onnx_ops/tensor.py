@@ -11,7 +11,6 @@ import math
 
 import numpy as np
 
-from irtool.frontend.onnx_dtypes import supported_array
 from irtool.frontend.onnx_values import Builder, DynamicShape, Node, Unsupported, Value
 from irtool.frontend.onnx_ops.common import (broadcast_to, converter, empty_reduction, extreme, int_list, norm_axis, required,
                                              reshaped, scalar, transposed)
@@ -247,7 +246,7 @@ def _constant(b: Builder, node: Node) -> list[Value | None]:
     for key, dtype in (("value", None), ("value_float", np.float32), ("value_floats", np.float32),
                        ("value_int", np.int64), ("value_ints", np.int64)):
         if key in node.attrs:
-            return [b.const(supported_array(np.asarray(node.attrs[key], dtype=dtype), "a value"))]
+            return [b.const(np.asarray(node.attrs[key], dtype=dtype))]  # a tensor passed the element-type gate
     raise Unsupported(f"attribute {', '.join(node.attrs) or '(none)'}")
 
 
@@ -255,7 +254,7 @@ def _constant(b: Builder, node: Node) -> list[Value | None]:
 def _constant_of_shape(b: Builder, node: Node) -> list[Value | None]:
     shape = tuple(int_list(b.static(node.input(0), "shape")))
     fill = node.attr("value")
-    scalar = supported_array(np.asarray(fill), "a value").reshape(-1)[0] if fill is not None else np.float32(0)
+    scalar = np.asarray(fill).reshape(-1)[0] if fill is not None else np.float32(0)
     value = b.const(np.asarray(scalar))
     return [b.call("full", [value], shape=shape, dtype=value.dtype)]
 
