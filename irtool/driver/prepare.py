@@ -7,13 +7,11 @@ buffers, which a general plan-memory (that plans every tensor of `main`) cannot 
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from irtool.analysis.liveness import compute_liveness
 from irtool.analysis.memory_plan import plan_memory
 from irtool.analysis.plan_attrs import annotate, read_plan
 from irtool.analysis.typecheck import infer_types
-from irtool.codegen.entry import ALIGN, aliasing_kernels, direct_outputs, layout_main
+from irtool.codegen.entry import ALIGN, aliasing_kernels, layout_main
 from irtool.core.diagnostics import DiagnosticError
 from irtool.ir.module import IRModule
 from irtool.ir.tir import PrimFunc
@@ -54,10 +52,7 @@ def plan_if_missing(mod: IRModule) -> IRModule:
     live = compute_liveness(mod, "main")
     if read_plan(live) is not None:
         return mod
-    outside = set(direct_outputs(live))
-    tensors = [replace(t, nbytes=0) if t.index in outside else t for t in live.tensors]
-    plan = plan_memory(replace(live, tensors=tensors), "greedy-by-size", ALIGN)
-    return annotate(mod, live, plan)
+    return annotate(mod, live, plan_memory(live, "greedy-by-size", ALIGN, outside=True))
 
 
 def parallelize_kernels(mod: IRModule, threads: int) -> IRModule:

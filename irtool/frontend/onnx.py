@@ -29,7 +29,9 @@ from irtool.ir.module import IRModule
 from irtool.ir.types import Any, TensorType
 from irtool.ir.visitor import free_vars
 from irtool.core.diagnostics import DiagnosticError
-from irtool.frontend.onnx_dtypes import dtype_of, onnx_type_name, supported_array
+from irtool.frontend.onnx_checks import (check_dims, check_node, input_dims, non_text_field,
+                                         shape_inference_complaint, tensor_array)
+from irtool.frontend.onnx_dtypes import dtype_of, onnx_type_name
 from irtool.frontend.onnx_ops import CONVERTERS
 from irtool.frontend.onnx_support import (grouped, model_opset, model_opsets, node_location,
                                           operator_problem)
@@ -89,11 +91,6 @@ def load_onnx(path: str) -> onnx.ModelProto:
         raise DiagnosticError(f"{path}: not a valid ONNX model: {exc}") from None
 
 
-def _tensor_array(tensor: onnx.TensorProto) -> np.ndarray:
-    from onnx import numpy_helper
-    return np.asarray(numpy_helper.to_array(tensor))
-
-
 def _short_float(value: float) -> float:
     """A float32 attribute as its shortest decimal (`epsilon=1e-05`, not 9.999999747378752e-06);
     it rounds back to the same float32."""
@@ -112,8 +109,8 @@ def _attributes(node: onnx.NodeProto) -> dict[str, object]:
             value = [_short_float(v) for v in value]  # type: ignore[union-attr]
         elif isinstance(value, bytes):
             value = value.decode("utf-8", errors="replace")
-        elif hasattr(value, "raw_data") or hasattr(value, "dims"):
-            value = _tensor_array(value)  # type: ignore[arg-type]
+        elif a.type == onnx.AttributeProto.TENSOR:
+            value = tensor_array(a.t, f"attribute '{a.name}'")
         elif isinstance(value, list) and value and isinstance(value[0], bytes):
             value = [v.decode("utf-8", errors="replace") for v in value]
         out[a.name] = value
@@ -129,14 +126,15 @@ def _input_type(info: onnx.ValueInfoProto, overrides: Mapping[str, Sequence[int]
     if dtype is None:
         raise Unsupported(f"graph input '{info.name}' has the unsupported element type "
                           f"{onnx_type_name(t.tensor_type.elem_type)}")
+    model_dims = input_dims(info)
     for key in (info.name, sanitize(info.name)):  # the ONNX name or its Relay spelling
         if key in overrides:
+            check_dims(list(overrides[key]), f"--input-shape {key}")
             return TensorType(tuple(int(d) for d in overrides[key]), dtype)
     if not t.tensor_type.HasField("shape"):
         raise Unsupported(f"graph input '{info.name}' has no shape (not even a rank); give it with "
                           f"--input-shape {sanitize(info.name)}=D0,D1,...")
-    dims = [int(d.dim_value) if d.WhichOneof("value") == "dim_value" else Any() for d in t.tensor_type.shape.dim]
-    return TensorType(tuple(dims), dtype)
+    return TensorType(tuple(Any() if d is None else d for d in model_dims), dtype)
 
 
 def _symbolic_axes(info: onnx.ValueInfoProto, ty: TensorType) -> str | None:
@@ -182,6 +180,9 @@ def import_model(model: onnx.ModelProto, *, embed_params: bool = False, source: 
 
     timings: dict[str, float] = {}
     started = time.perf_counter()
+    broken = non_text_field(model)
+    if broken is not None:
+        raise DiagnosticError(f"{source}: not a valid ONNX model: {broken}")
     opset = model_opset(model, source)
     opsets = model_opsets(model)
     if model.functions:  # model-local functions (as exporters write them) are expanded in place
@@ -224,7 +225,7 @@ def import_model(model: onnx.ModelProto, *, embed_params: bool = False, source: 
         problems.append(f"--input-shape names no graph input: {', '.join(unknown_overrides)}")
 
     def initializer_value(name: str) -> Value:
-        array = supported_array(_tensor_array(initializers[name]), f"initializer '{name}'")
+        array = tensor_array(initializers[name], f"initializer '{name}'")  # through the element-type gate
         if array.dtype.kind != "f":
             return builder.const(array)  # integer tensors are shapes and indices: keep them static
         ty = TensorType(array.shape, relay_dtype(array.dtype))
@@ -239,6 +240,7 @@ def import_model(model: onnx.ModelProto, *, embed_params: bool = False, source: 
 
     uses = _use_counts(graph)
     unknown: dict[str, list[str]] = {}
+    defined = {i.name for i in graph.input} | set(initializers)  # each tensor has one definition (SSA)
     for index, proto in enumerate(graph.node):
         where = node_location(index, proto.name)
         problem = operator_problem(proto.domain, proto.op_type, opsets, CONVERTERS)
@@ -254,8 +256,15 @@ def import_model(model: onnx.ModelProto, *, embed_params: bool = False, source: 
             problems.append(f"node {where} ({proto.op_type}) reads '{missing[0]}', which nothing defines")
             poisoned.update(proto.output)
             continue
+        again = [name for name in proto.output if name and name in defined]
+        defined.update(proto.output)
+        if again:
+            problems.append(f"node {where} ({proto.op_type}) writes '{again[0]}', which is already defined")
+            poisoned.update(proto.output)
+            continue
         head = f"unsupported: {proto.op_type} (opset {opset})"
         try:
+            check_node(proto, opset)
             inputs: list[Value | None] = []
             for name in proto.input:
                 if name and name not in values:
@@ -273,6 +282,15 @@ def import_model(model: onnx.ModelProto, *, embed_params: bool = False, source: 
             problems.append(f"node {where}: {what}")
             poisoned.update(proto.output)
             continue
+        except Exception:
+            # A converter assumes what the specification guarantees: if the model breaks it,
+            # ONNX's own inference says how; if not, this is an irtool bug and stays an error.
+            complaint = shape_inference_complaint(model, proto)
+            if complaint is None:
+                raise
+            problems.append(f"node {where}: {head}: {complaint}")
+            poisoned.update(proto.output)
+            continue
         foldable = all(v is None or (v.const is not None and not v.from_param) for v in inputs)
         for k, (name, out) in enumerate(zip(proto.output, outs)):
             if not name:
@@ -285,6 +303,12 @@ def import_model(model: onnx.ModelProto, *, embed_params: bool = False, source: 
             if foldable and out.const is None:
                 out = _fold(out)
             values[name] = out
+    for info in graph.output:
+        if info.name not in values and info.name in initializers:  # an output that is a weight
+            try:
+                values[info.name] = initializer_value(info.name)
+            except Unsupported as exc:
+                problems.append(f"graph output '{info.name}': unsupported: {exc}")
     problems[:0] = [grouped(problem, nodes) for problem, nodes in sorted(unknown.items())]
     if problems:
         only_constants = len(problems) == sum(constant_inputs.values())
@@ -296,8 +320,6 @@ def import_model(model: onnx.ModelProto, *, embed_params: bool = False, source: 
 
     outputs = []
     for info in graph.output:
-        if info.name not in values and info.name in initializers:  # an output that is a weight
-            values[info.name] = initializer_value(info.name)
         if info.name not in values:
             raise DiagnosticError(f"{source}: graph output '{info.name}' is never computed")
         outputs.append(values[info.name].expr)

@@ -41,17 +41,10 @@ def dtype_of(elem_type: int) -> str | None:
     return name if name in DTYPES else None
 
 
-def array_type_name(array: np.ndarray) -> str:
-    """The ONNX name of an array's element type (numpy's name when ONNX has none)."""
-    from onnx import helper
-    try:
-        return onnx_type_name(helper.np_dtype_to_tensor_dtype(array.dtype))
-    except (KeyError, TypeError, ValueError):
-        return str(array.dtype)
-
-
-def supported_array(array: np.ndarray, what: str) -> np.ndarray:
-    """`array` if irtool computes with its element type; otherwise `Unsupported` naming `what`."""
-    if relay_dtype(array.dtype) not in DTYPES:
-        raise Unsupported(f"{what} of element type {array_type_name(array)}")
-    return array
+def tensor_dtype(elem_type: int, what: str) -> str:
+    """The irtool dtype of a tensor of ONNX element type `elem_type` (an initializer, an
+    attribute's tensor); `Unsupported` naming `what` when irtool does not compute with it."""
+    dtype = dtype_of(elem_type)
+    if dtype is None:
+        raise Unsupported(f"{what} of element type {onnx_type_name(elem_type)}")
+    return dtype

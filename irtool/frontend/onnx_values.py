@@ -11,6 +11,7 @@ import numpy as np
 
 from irtool.ir.expr import Call, Constant, Expr, Op, Tuple, TupleGetItem
 from irtool.ir.types import Dim, TensorType, TupleType, Type
+from irtool.core.diagnostics import DiagnosticError
 from irtool.ops.registry import TypeRelError, get_op
 
 
@@ -113,7 +114,10 @@ class Builder:
         """A typed call of a registered operator; the type comes from the op's type relation."""
         opdef = get_op(op)
         assert opdef is not None, op
-        canonical = opdef.normalize_attrs(attrs)  # type: ignore[arg-type]
+        try:
+            canonical = opdef.normalize_attrs(attrs)  # type: ignore[arg-type]
+        except DiagnosticError as exc:   # an attribute the node's values make invalid: the node's error
+            raise Unsupported(exc.diagnostics[0].message) from None
         assert opdef.type_rel is not None
         try:
             ty = opdef.type_rel([a.type for a in args], opdef.full_attrs(canonical))

@@ -253,6 +253,7 @@ def @main(%x: Tensor[(64), float32], %y: Tensor[(64), float32]) {
     plan = plan_memory(live, "greedy-by-size", 64)
     exp_step = live.steps[1]
     plan.placement[exp_step.outputs[0]] = plan.placement[exp_step.inputs[0]]
+    plan.in_place = True  # declared, so the plan's readers accept the overlap
     mod = annotate(mod, live, plan)
     ir = generate_module(mod, "m", TargetOptions(opt_level=0)).ir
     exp_def = next(line for line in ir.splitlines() if line.startswith("define internal i32 @m_fused_exp("))

@@ -115,5 +115,5 @@ def onnx_dtype(code: int, what: str) -> str:
     from irtool.frontend.onnx_dtypes import dtype_of, onnx_type_name
     dtype = dtype_of(code)
     if dtype is None:
-        raise Unsupported(f"{what}: element type {onnx_type_name(code)}")
+        raise Unsupported(f"{what}: {onnx_type_name(code)}")
     return dtype

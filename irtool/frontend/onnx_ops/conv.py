@@ -109,6 +109,8 @@ def _conv3d(b: Builder, node: Node, x: Value, w: Value, strides: list[int], dila
 def _conv(b: Builder, node: Node) -> list[Value | None]:
     x, w = required(node, 0, "X"), required(node, 1, "W")
     rank = spatial_rank(x, "convolution", 3)
+    if w.ndim != x.ndim:
+        raise Unsupported(f"W has rank {w.ndim}, but X has rank {x.ndim}")
     kernel = list(w.shape[2:])
     strides = int_list(node.attr("strides")) or [1] * rank
     dilations = int_list(node.attr("dilations")) or [1] * rank

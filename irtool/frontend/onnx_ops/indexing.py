@@ -100,13 +100,10 @@ def _scan(b: Builder, node: Node) -> list[Value | None]:
 
 @converter("Range")
 def _range(b: Builder, node: Node) -> list[Value | None]:
-    bounds = []
-    for i, what in enumerate(("start", "limit", "delta")):
-        v = node.input(i)
-        if v is None or v.const is None:
-            raise Unsupported(f"{what} is computed at run time: the length of a Range must be known at import "
-                              "time (irtool's shapes are static)")
-        bounds.append(np.asarray(v.const).reshape(-1)[0])
+    # The bounds fix the result's length, so they must be known at import (irtool's shapes are
+    # static); graph inputs are bound from the values given, as shape inputs are.
+    bounds = [np.asarray(b.static(node.input(i), what)).reshape(-1)[0]
+              for i, what in enumerate(("start", "limit", "delta"))]
     dtype = required(node, 0, "start").dtype
     start, stop, step = (float(v) for v in bounds)
     if step == 0:

@@ -11,7 +11,6 @@ import math
 
 import numpy as np
 
-from irtool.frontend.onnx_dtypes import supported_array
 from irtool.frontend.onnx_values import Builder, DynamicShape, Node, Unsupported, Value
 from irtool.frontend.onnx_ops.common import (broadcast_to, converter, empty_reduction, extreme, int_list, norm_axis, required,
                                              reshaped, scalar, transposed)
@@ -28,7 +27,9 @@ def _pad(b: Builder, node: Node) -> list[Value | None]:
     else:
         pads = int_list(b.static(node.input(1), "pads"))
         value_in = node.input(2)
-        value = 0.0 if value_in is None else b.static(value_in, "constant_value").reshape(-1)[0]
+        # nn.pad takes its value as an operand, so a value computed at run time is fine.
+        value = 0.0 if value_in is None else (value_in.const.reshape(-1)[0] if value_in.const is not None
+                                              else reshaped(b, value_in, ()))
         axes_in = node.input(3)
         axes = [norm_axis(a, n) for a in int_list(b.static(axes_in, "axes"))] if axes_in is not None else list(range(n))
     mode = str(node.attr("mode", "constant"))
@@ -49,7 +50,8 @@ def _pad(b: Builder, node: Node) -> list[Value | None]:
     if not any(begin + end):
         return [x]
     width = tuple(zip(begin, end))
-    return [b.call("nn.pad", [x, scalar(b, value, x.dtype)], pad_width=width, pad_mode=mode)]  # type: ignore[arg-type]
+    fill = value if isinstance(value, Value) else scalar(b, value, x.dtype)  # type: ignore[arg-type]
+    return [b.call("nn.pad", [x, fill], pad_width=width, pad_mode=mode)]
 
 
 @converter("Reshape")
@@ -244,7 +246,7 @@ def _constant(b: Builder, node: Node) -> list[Value | None]:
     for key, dtype in (("value", None), ("value_float", np.float32), ("value_floats", np.float32),
                        ("value_int", np.int64), ("value_ints", np.int64)):
         if key in node.attrs:
-            return [b.const(supported_array(np.asarray(node.attrs[key], dtype=dtype), "a value"))]
+            return [b.const(np.asarray(node.attrs[key], dtype=dtype))]  # a tensor passed the element-type gate
     raise Unsupported(f"attribute {', '.join(node.attrs) or '(none)'}")
 
 
@@ -252,7 +254,7 @@ def _constant(b: Builder, node: Node) -> list[Value | None]:
 def _constant_of_shape(b: Builder, node: Node) -> list[Value | None]:
     shape = tuple(int_list(b.static(node.input(0), "shape")))
     fill = node.attr("value")
-    scalar = supported_array(np.asarray(fill), "a value").reshape(-1)[0] if fill is not None else np.float32(0)
+    scalar = np.asarray(fill).reshape(-1)[0] if fill is not None else np.float32(0)
     value = b.const(np.asarray(scalar))
     return [b.call("full", [value], shape=shape, dtype=value.dtype)]
 
