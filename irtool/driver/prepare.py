@@ -14,6 +14,7 @@ from irtool.analysis.memory_plan import plan_memory
 from irtool.analysis.plan_attrs import annotate, read_plan
 from irtool.analysis.typecheck import infer_types
 from irtool.codegen.entry import ALIGN, aliasing_kernels, direct_outputs, layout_main
+from irtool.codegen.functions import is_dataflow_main
 from irtool.core.diagnostics import DiagnosticError
 from irtool.ir.module import IRModule
 from irtool.ir.tir import PrimFunc
@@ -44,8 +45,8 @@ def plan_if_missing(mod: IRModule) -> IRModule:
     tensors that live in the workspace (results a kernel writes straight into the caller's output
     buffers take no bytes there), 64-byte aligned."""
     main = mod.functions.get("main")
-    if main is None or isinstance(main, PrimFunc):
-        return mod
+    if main is None or isinstance(main, PrimFunc) or not is_dataflow_main(mod):
+        return mod   # a `main` with control flow keeps its tensors in frames (docs/native-relay.md)
     infer_types(mod)
     live = compute_liveness(mod, "main")
     if read_plan(live) is not None:
@@ -64,7 +65,7 @@ def parallelize_kernels(mod: IRModule, threads: int) -> IRModule:
         return mod
     skip: set[str] = set()
     main = mod.functions.get("main")
-    if main is not None and not isinstance(main, PrimFunc):
+    if main is not None and not isinstance(main, PrimFunc) and is_dataflow_main(mod):
         infer_types(mod)
         skip = aliasing_kernels(mod, layout_main(mod))
     out = mod.copy()
