@@ -556,13 +556,14 @@ class FunctionBuilder:
             self.bind_captures()
         dests = tuple(None if isinstance(leaf, Obj) else LV(f"%r{j}", leaf, max(1, element_bytes(leaf.dtype)))
                       for j, leaf in enumerate(results))
-        self.tasks.append(lambda: self.finish_body(results))
+        self.tasks.append(self.finish_body)
         self.tasks.append(lambda: self.eval(func.body, dests))
         while self.tasks:
             self.tasks.pop()()
         return self.assemble(params)
 
-    def finish_body(self, results: tuple[Leaf, ...]) -> None:
+    def finish_body(self) -> None:
+        """The body's value is the result: object references are handed to the caller."""
         value = self.vals.pop()
         if not self.open:   # the body ended in a self tail call
             return
@@ -897,11 +898,7 @@ class FunctionBuilder:
         n = len(node.args)
 
         def args_then(then: Callable[[list[Value]], None]) -> None:
-            def run() -> None:
-                args = self.vals[len(self.vals) - n:] if n else []
-                del self.vals[len(self.vals) - n:]
-                then(args)
-            self.push(run)
+            self.push(lambda: then(self.take(n)))
             for a in reversed(node.args):
                 self.push(lambda a=a: self.eval(a, None))   # type: ignore[misc]
 
@@ -923,16 +920,12 @@ class FunctionBuilder:
             args_then(lambda args: self.inline(node, op, args, dests))
         elif isinstance(op, Function):
             raise self.error("a primitive function is called without being lowered (run `lower` first)", node)
-        else:
-            def call(args: list[Value]) -> None:
-                callee_v = self.vals.pop()
-                self.call_closure(node, callee_v[0], args, dests)
-            self.push(lambda: call(self.take(n)))
-            for a in reversed(node.args):
-                self.push(lambda a=a: self.eval(a, None))   # type: ignore[misc]
+        else:   # a function value: the callee is evaluated first, then the arguments
+            args_then(lambda args: self.call_closure(node, self.vals.pop()[0], args, dests))
             self.push(lambda: self.eval(op, None))
 
     def take(self, n: int) -> list[Value]:
+        """The last `n` values computed, in order."""
         args = self.vals[len(self.vals) - n:] if n else []
         del self.vals[len(self.vals) - n:]
         return args
@@ -941,17 +934,13 @@ class FunctionBuilder:
         """Polymorphic function values passed to `callee` take their instantiation from its
         parameter types."""
         for a, p in zip(node.args, callee.params):
-            target = a
-            if isinstance(target, (Function, GlobalVar)):
-                t = target.checked_type
-                if isinstance(t, FuncType) and t.type_params:
-                    want = substitute(p.checked_type or p.type_annotation, subst)  # type: ignore[arg-type]
-                    want = substitute(want, self.inst.subst) if self.inst.subst else want
-                    out: Subst = {}
-                    params = {q.name for q in t.type_params}
-                    bare = FuncType(t.arg_types, t.ret_type)
-                    if match_type(bare, want, params, out) and set(out) == params:
-                        self.instantiations[id(target)] = out
+            t = a.checked_type
+            if isinstance(a, (Function, GlobalVar)) and isinstance(t, FuncType) and t.type_params:
+                want = substitute(p.checked_type or p.type_annotation, subst)  # type: ignore[arg-type]
+                out: Subst = {}
+                params = {q.name for q in t.type_params}
+                if match_type(FuncType(t.arg_types, t.ret_type), want, params, out) and set(out) == params:
+                    self.instantiations[id(a)] = out
 
     def eval_op(self, node: Call, op: Op, dests: tuple[LV | None, ...] | None) -> None:
         name = op.name
