@@ -372,6 +372,7 @@ class FunctionBuilder:
         self.vals: list[Value] = []
         self.frame_top = 0
         self.frame_size = 0
+        self.frame_align = 8    # 64 once a temporary is large enough to be vector-aligned
         self.owned: list[str] = []            # slots of object references this activation holds
         self.tail: set[int] = set()
         self.recursive_lets: dict[int, Var] = {}
@@ -450,6 +451,7 @@ class FunctionBuilder:
         at = (self.frame_top + align - 1) // align * align
         self.frame_top = at + size
         self.frame_size = max(self.frame_size, self.frame_top, 1)
+        self.frame_align = max(self.frame_align, align)
         ptr = self.emit(f"getelementptr inbounds i8, ptr %frame, i64 {at}") if at else "%frame"
         return LV(ptr, t, align)
 
@@ -594,7 +596,9 @@ class FunctionBuilder:
         objects = [k for k, leaf in enumerate(self.param_leaves) if isinstance(leaf, Obj)]
         # Every alloca first, so that LLVM promotes the slots to registers.
         entry = ["entry:", "  %status = alloca i32, align 4"]
-        entry += [f"  %{name} = alloca [{size} x i8], align 64" for name, size in regions if size and not heap[name]]
+        aligns = {"frame": self.frame_align, "carry": 64}
+        entry += [f"  %{name} = alloca [{size} x i8], align {aligns[name]}" for name, size in regions
+                  if size and not heap[name]]
         entry += [f"  {slot} = alloca ptr, align 8" for slot in self.owned]
         entry += [f"  %param{k} = alloca ptr, align 8" for k in range(len(self.param_leaves))]
         if self.loop:
@@ -913,7 +917,10 @@ class FunctionBuilder:
                                           f"function @{op.name_hint}")
             self.note_function_args(node, callee, subst)
             inst = self.prog.global_instance(op.name_hint, subst, node.span)
-            args_then(lambda args: self.call_instance(node, inst.symbol, "null", args, dests, inst))
+            if inst is self.inst and id(node) in self.tail:
+                self.eval_tail_call(node)
+                return
+            args_then(lambda args: self.call_instance(node, inst.symbol, "null", args, dests))
         elif isinstance(op, Constructor):
             args_then(lambda args: self.done(node, (self.construct(node, op, args),), dests))
         elif isinstance(op, Function) and not op.is_primitive:
@@ -921,6 +928,11 @@ class FunctionBuilder:
         elif isinstance(op, Function):
             raise self.error("a primitive function is called without being lowered (run `lower` first)", node)
         else:   # a function value: the callee is evaluated first, then the arguments
+            known = self.lookup(op)
+            if known is not None and known[0].value == "%env" and known[0].code == self.inst.symbol \
+                    and id(node) in self.tail:   # a literal calling itself through its own variable
+                self.eval_tail_call(node)
+                return
             args_then(lambda args: self.call_closure(node, self.vals.pop()[0], args, dests))
             self.push(lambda: self.eval(op, None))
 
@@ -963,7 +975,7 @@ class FunctionBuilder:
             subst = self.prog.instantiate(callee, arg_types, self.type_of(node), node.span,
                                           f"function @{target.name_hint}")
             inst = self.prog.global_instance(target.name_hint, subst, node.span)
-            self.push(lambda: self.call_instance(node, inst.symbol, "null", [self.vals.pop()], dests, inst))
+            self.push(lambda: self.call_instance(node, inst.symbol, "null", [self.vals.pop()], dests))
             self.push(lambda: self.eval(packed, None))
             return
         if name in _VIEW_OPS or name == "memory.kill":
@@ -1007,12 +1019,8 @@ class FunctionBuilder:
         return out, [o if isinstance(o, str) else o.value for o in out]
 
     def call_instance(self, node: Call, symbol: str, env: str, args: list[Value],
-                      dests: tuple[LV | None, ...] | None, inst: Instance | None, known: str | None = None) -> None:
+                      dests: tuple[LV | None, ...] | None, known: str | None = None) -> None:
         flat = [lv for v in args for lv in v]
-        if id(node) in self.tail and symbol == self.inst.symbol and (inst is self.inst or env == "%env"):
-            self.tail_call(flat)
-            self.vals.append(tuple(LV("undef", leaf) for leaf in self.leaves(node)))
-            return
         self.callees.add(symbol)
         places, pointers = self.result_args(node, dests)
         call_args = ", ".join(["ptr %ctx", f"ptr {env}", *(f"ptr {lv.value}" for lv in flat),
@@ -1029,35 +1037,55 @@ class FunctionBuilder:
 
     def call_closure(self, node: Call, callee: LV, args: list[Value], dests: tuple[LV | None, ...] | None) -> None:
         if callee.code is not None:
-            self.call_instance(node, callee.code, callee.value, args, dests, None)
+            self.call_instance(node, callee.code, callee.value, args, dests)
             return
         self.prog.calls_closures.add(self.inst.symbol)
         code = self.emit(f"load ptr, ptr {self.field_ptr(callee.value, CODE)}, align 8")
-        self.call_instance(node, "", callee.value, args, dests, None, known=code)
+        self.call_instance(node, "", callee.value, args, dests, known=code)
 
-    def tail_call(self, args: list[LV]) -> None:
+    def eval_tail_call(self, node: Call) -> None:
         """A self tail call: the arguments become the parameters of the next iteration. Each
-        tensor parameter has two carry buffers and a new value goes to the one not holding the
-        current value, so no argument is overwritten before it is copied; a parameter passed on
-        unchanged keeps its buffer; object arguments are retained for the next iteration."""
+        tensor parameter has two carry buffers; a new value is computed into the one not holding
+        the current value (so no argument overwrites another before it is read), a parameter
+        passed on unchanged keeps its buffer, and object arguments are retained for the next
+        iteration, whose parameters the loop owns."""
         self.loop = True
+        places: list[LV | None] = []
         flips: list[tuple[int, str]] = []
-        for k, (lv, leaf) in enumerate(zip(args, self.param_leaves)):
-            if isinstance(leaf, Obj):
-                self.retain(lv.value)
-            elif lv.value != self.param_values[k]:
-                flip = self.emit(f"load i1, ptr %flip{k}, align 1")
-                first, second = self.carry_buffers(k, leaf)
-                at = self.emit(f"select i1 {flip}, i64 {second}, i64 {first}")
-                dst = LV(self.emit(f"getelementptr inbounds i8, ptr %carry, i64 {at}"), leaf,
-                         max(1, element_bytes(leaf.dtype)))
-                self.memcpy(dst, lv)
-                flips.append((k, flip))
-                lv = dst
-            self.do(f"store ptr {lv.value}, ptr %next{k}, align 8")
-        for k, flip in flips:
-            self.do(f"store i1 {self.emit(f'xor i1 {flip}, true')}, ptr %flip{k}, align 1")
-        self.br("iterate")
+        arg_dests: list[tuple[LV | None, ...]] = []
+        k = 0
+        for p, a in zip(self.func.params, node.args):
+            mine: list[LV | None] = []
+            for leaf in self.leaves(p):
+                if isinstance(leaf, TensorType) and a is not p:
+                    flip = self.emit(f"load i1, ptr %flip{k}, align 1")
+                    first, second = self.carry_buffers(k, leaf)
+                    at = self.emit(f"select i1 {flip}, i64 {second}, i64 {first}")
+                    mine.append(LV(self.emit(f"getelementptr inbounds i8, ptr %carry, i64 {at}"), leaf,
+                                   max(1, element_bytes(leaf.dtype))))
+                    flips.append((k, flip))
+                else:
+                    mine.append(None)
+                k += 1
+            places += mine
+            arg_dests.append(tuple(mine))
+
+        def jump() -> None:
+            args = [lv for v in self.take(len(node.args)) for lv in v]
+            for j, (lv, place) in enumerate(zip(args, places)):
+                if isinstance(lv.leaf, Obj):
+                    self.retain(lv.value)
+                elif place is not None:
+                    self.memcpy(place, lv)   # nothing to copy when the value was computed in place
+                    lv = place
+                self.do(f"store ptr {lv.value}, ptr %next{j}, align 8")
+            for j, flip in flips:
+                self.do(f"store i1 {self.emit(f'xor i1 {flip}, true')}, ptr %flip{j}, align 1")
+            self.br("iterate")
+            self.vals.append(tuple(LV("undef", leaf) for leaf in self.leaves(node)))   # never used: dead code
+        self.push(jump)
+        for a, d in reversed(list(zip(node.args, arg_dests))):
+            self.push(lambda a=a, d=d: self.eval(a, d))   # type: ignore[misc]
 
     def carry_buffers(self, k: int, leaf: TensorType) -> tuple[int, int]:
         """The offsets of parameter `k`'s two carry buffers (made when a call first changes it)."""
