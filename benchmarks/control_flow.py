@@ -1,6 +1,7 @@
 """Control flow compiled natively (docs/native-relay.md): the cost per call against the
 interpreter and against a dataflow-only twin on the AOT path, recursion depth, and the heap over
-10,000 calls.
+10,000 calls. Times are CPU time of the process (all its threads): on a loaded host wall time
+mostly measures how long a new thread waits for a core.
 
     python benchmarks/control_flow.py [--repeat N] [--json OUT]
 
@@ -9,8 +10,8 @@ interpreter and against a dataflow-only twin on the AOT path, recursion depth, a
   a program computes the same thing without control flow (the loop unrolled, the branch taken,
   the call inlined), so it runs on the AOT path;
 - recursion depth: `sum_to(n)` (non-tail recursion: `_run` reruns on a thread with a 1 GiB stack
-  once the caller's 512 KiB budget is exceeded) and `count(n)` (tail recursion: a loop), native
-  and interpreted, one call each;
+  once the caller's 512 KiB budget is exceeded) and `step(n)` (tail recursion: a loop), native
+  (median of 3 calls) and interpreted (one call, up to n = 100,000);
 - heap: bytes in use (glibc `mallinfo2`) after 10,000 calls of a program that builds a list,
   closures and references, minus before.
 """
@@ -67,8 +68,18 @@ PROGRAMS: dict[str, tuple[str, str | None]] = {
 
 SUM_TO = ("def @sum_to(%n: int32) -> int32 { if (%n == 0) { 0 } else { %n + @sum_to(%n - 1) } }\n"
           "def @main(%n: int32) -> int32 { @sum_to(%n) }")
-COUNT = ("def @count(%i: int32, %acc: int32) -> int32 { if (%i == 0) { %acc } else { @count(%i - 1, %acc + 1) } }\n"
-         "def @main(%n: int32) -> int32 { @count(%n, 0) }")
+# s <- s * s + i stepped n times (wrapping int32): a loop LLVM can neither unroll into a closed
+# form nor fold (a linear recurrence `s * a + c` it folds eight steps at a time).
+LOOP = ("def @step(%i: int32, %s: int32) -> int32 {\n"
+        "  if (%i == 0) { %s } else { @step(%i - 1, %s * %s + %i) }\n}\n"
+        "def @main(%n: int32) -> int32 { @step(%n, 7) }")
+
+
+def _loop(n: int) -> int:
+    s = 7
+    for i in range(n, 0, -1):
+        s = (s * s + i) % 2**32
+    return int(np.array(s, np.uint32).view(np.int32))
 
 
 def _inputs(mod: Any) -> dict[str, np.ndarray]:
@@ -100,17 +111,21 @@ def _per_call_us(fn: Callable[[], Any], repeat: int, batch: int = 200) -> float:
     fn()
     times = []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         for _ in range(batch):
             fn()
-        times.append((time.perf_counter() - t0) / batch * 1e6)
+        times.append((time.process_time() - t0) / batch * 1e6)
     return statistics.median(times)
 
 
-def _once_ms(fn: Callable[[], Any]) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return (time.perf_counter() - t0) * 1e3
+def _once_ms(fn: Callable[[], Any], runs: int = 1) -> float:
+    """The median CPU time of `runs` calls, in ms."""
+    times = []
+    for _ in range(runs):
+        t0 = time.process_time()
+        fn()
+        times.append((time.process_time() - t0) * 1e3)
+    return statistics.median(times)
 
 
 def per_call(repeat: int) -> list[dict[str, Any]]:
@@ -133,18 +148,18 @@ def per_call(repeat: int) -> list[dict[str, Any]]:
 
 def recursion() -> list[dict[str, Any]]:
     sum_to = parse(HEADER + SUM_TO, "sum_to.relay")
-    count = parse(HEADER + COUNT, "count.relay")
-    native_sum, native_count = irtool.build(sum_to), irtool.build(count)
+    step = parse(HEADER + LOOP, "step.relay")
+    native_sum, native_step = irtool.build(sum_to), irtool.build(step)
     rows = []
     for n in (10, 1_000, 10_000, 100_000, 1_000_000):
         arg = np.array(n, np.int32)
-        row: dict[str, Any] = {"n": n, "sum_to_native_ms": _once_ms(lambda: native_sum(arg)),
-                               "count_native_ms": _once_ms(lambda: native_count(arg))}
+        row: dict[str, Any] = {"n": n, "sum_to_native_ms": _once_ms(lambda: native_sum(arg), 3),
+                               "step_native_ms": _once_ms(lambda: native_step(arg), 3)}
         assert int(native_sum(arg)) == np.array(n * (n + 1) // 2 % 2**32, np.uint32).view(np.int32)
-        assert int(native_count(arg)) == n
+        assert int(native_step(arg)) == _loop(n)
         if n <= 100_000:
             row["sum_to_interp_ms"] = _once_ms(lambda: run_function(sum_to, [arg]))
-            row["count_interp_ms"] = _once_ms(lambda: run_function(count, [arg]))
+            row["step_interp_ms"] = _once_ms(lambda: run_function(step, [arg]))
         rows.append(row)
     return rows
 
@@ -178,17 +193,17 @@ def main() -> None:
     ap.add_argument("--json", metavar="OUT")
     args = ap.parse_args()
     calls = per_call(args.repeat)
-    print("| program | interpreter µs | native µs | dataflow twin (AOT) µs |")
+    print("| program | interpreter µs | native µs | dataflow twin (AOT) µs |   (CPU time per call)")
     print("|---|---|---|---|")
     for r in calls:
         twin = f"{r['twin_us']:.2f}" if "twin_us" in r else "—"
         print(f"| {r['program']} | {r['interp_us']:.0f} | {r['native_us']:.2f} | {twin} |")
     depth = recursion()
-    print("\n| n | sum_to native ms | sum_to interpreter ms | count native ms | count interpreter ms |")
+    print("\n| n | sum_to native ms | sum_to interpreter ms | step native ms | step interpreter ms |")
     print("|---|---|---|---|---|")
     for r in depth:
         print(f"| {r['n']:,} | {r['sum_to_native_ms']:.3f} | {r.get('sum_to_interp_ms', float('nan')):.1f} | "
-              f"{r['count_native_ms']:.3f} | {r.get('count_interp_ms', float('nan')):.1f} |")
+              f"{r['step_native_ms']:.3f} | {r.get('step_interp_ms', float('nan')):.1f} |")
     growth = heap_growth()
     print(f"\nheap growth over 10,000 calls: {growth} bytes")
     if args.json:
