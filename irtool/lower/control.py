@@ -29,10 +29,14 @@ def needs_control_lowering(fn: Function) -> bool:
             stack.extend(t.fields)
         elif not isinstance(t, TensorType):
             return True
-    for node in post_order(fn.body, _children):
+    nodes = post_order(fn.body, _children)
+    # A literal without operators called in place (fuse-ops wraps tuple plumbing so) is dataflow.
+    plumbing = {id(n.op) for n in nodes if isinstance(n, Call) and isinstance(n.op, Function)
+                and not any(isinstance(m, Call) and isinstance(m.op, Op) for m in post_order(n.op.body))}
+    for node in nodes:
         if isinstance(node, (If, Match, RefCreate, RefRead, RefWrite, Constructor, GlobalVar)):
             return True
-        if isinstance(node, Function) and not node.is_primitive:
+        if isinstance(node, Function) and not node.is_primitive and id(node) not in plumbing:
             return True
         if isinstance(node, Call) and not isinstance(node.op, (Op, Function)):
             return True

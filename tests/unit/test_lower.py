@@ -212,6 +212,14 @@ def test_control_flow_is_kept_and_the_operators_inside_it_become_kernels(body: s
                                    rtol=1e-6)
 
 
+def test_tuple_plumbing_that_fuse_ops_wraps_is_substituted() -> None:
+    """fuse-ops wraps `(%p0,).0` in a non-primitive literal called in place: still dataflow, so
+    lowering substitutes it and `main` is left with no call (found by test_lower_props)."""
+    mod = lowered("def @main(%p0: float32) -> float32 { %0 = (%p0,); %0.0 }")
+    assert main_calls(mod) == []
+    assert run_function(mod, [np.float32(2.5)]) == np.float32(2.5)
+
+
 def test_adt_values_lower_with_their_fields_computed_by_kernels() -> None:
     text = ("type List[A] { Cons(A, List[A]), Nil }\n"
             "def @main(%x: Tensor[(2), float32]) { Cons(exp(%x), Nil) }")
