@@ -41,7 +41,7 @@ from irtool.frontend.onnx import import_file
 from irtool.frontend.onnx_zoo import LIGHT_MODELS, light_model_path
 from irtool.ir.module import IRModule
 from irtool.passes import run
-from irtool.passes.verify_memory_plan import check_plan
+from irtool.analysis.plan_check import check_plan
 from irtool.core.diagnostics import DiagnosticError
 
 MIB = 1 << 20

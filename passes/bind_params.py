@@ -50,7 +50,7 @@ def _checked(param: Var, value: np.ndarray) -> Constant:
         got = type_to_text(TensorType(shape, str(value.dtype)))
         raise DiagnosticError(f"bind-params: %{param.name_hint} is {type_to_text(ann)} but the file gives {got}",
                               param.span)
-    return Constant(np.ascontiguousarray(value), param.span)
+    return Constant(np.require(value, requirements='C'), param.span)  # 0-d stays 0-d (ascontiguousarray adds a dim)
 
 
 def bind_params(func: Function, params: dict[str, np.ndarray], allow_unknown: bool = False) -> Function:

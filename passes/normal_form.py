@@ -18,6 +18,7 @@ from irtool.ir.module import IRModule
 from irtool.ir.visitor import use_counts
 from irtool.passes.base import ModulePass
 from irtool.passes.purity import Purity
+from irtool.passes.self_typed import SelfTyped, annotation_matters
 from irtool.passes.substitution import LetSubstMutator, value_first_order
 
 ATOMS = (Var, GlobalVar, Op, Constant, Constructor)
@@ -159,17 +160,26 @@ def to_a_normal_form(func: Function) -> Function:
 
 
 class _ToGraph(LetSubstMutator):
-    def __init__(self, pure: Purity) -> None:
+    def __init__(self, pure: Purity, self_typed: SelfTyped) -> None:
         super().__init__()
         self.pure = pure
+        self.self_typed = self_typed
 
     def eliminate(self, let: Let, new_value: Expr) -> bool:
         # Substituting pure values keeps purity, so the original value answers for the new one.
-        return self.pure(let.value)
+        # A let whose annotation types its value (`let %l: List[int32] = Nil;`) or says more than
+        # the value's own type (`Tensor[(2, 3), float32]` for a `Tensor[(?, 3), float32]`) stays.
+        if not self.pure(let.value):
+            return False
+        return not annotation_matters(let.var) or (self.self_typed(let.value)
+                                                   and let.value.checked_type == let.var.type_annotation)
 
 
-def to_graph_normal_form(func: Function) -> Function:
-    out = _ToGraph(Purity(func)).visit(func)
+def to_graph_normal_form(func: Function, mod: IRModule) -> Function:
+    """Pure lets dropped, except those whose annotation carries type information the value lacks
+    (TVM keeps each node's inferred type; text has only the annotation to carry it). The module
+    is expected type checked (as verify-each leaves it): an unchecked value keeps its let."""
+    out = _ToGraph(Purity(func), SelfTyped(func, mod)).visit(func)
     assert isinstance(out, Function)
     return out
 
@@ -198,6 +208,6 @@ class ToGraphNormalFormPass(ModulePass):
     def apply(self, mod: IRModule) -> IRModule:
         out = mod.copy()
         for name, func in mod.relay_functions():
-            out.functions[name] = to_graph_normal_form(func)
+            out.functions[name] = to_graph_normal_form(func, mod)
         return out
 

@@ -29,7 +29,7 @@ import itertools
 import random
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from irtool.analysis.steps import ALIAS, CALL, CONSTANT, PARAM, Device, Liveness, device_key
 from irtool.core.diagnostics import DiagnosticError
@@ -57,6 +57,9 @@ class MemoryPlan:
     # element-wise result over a dying input, a concatenation's inputs in their slices of it.
     in_place: bool = False
     concat_in_place: bool = False
+    # `main`'s results that steps compute are written straight into the caller's buffers (code
+    # generation's ABI): they take no workspace, and their storage attributes are not used.
+    results_outside: bool = False
 
     def workspace_bytes(self) -> int:
         """Bytes of all storages that hold intermediate tensors (inputs excluded)."""
@@ -160,6 +163,9 @@ def plan_tvm_greedy(live: Liveness, alignment: int = 64) -> MemoryPlan:
         for t in step.inputs:
             refs[t] -= 1
             release(t)
+    for t in tensors:  # a constant no step reads (unused, or returned as it is) still has its storage
+        if t.kind == CONSTANT and t.index not in plan.placement:
+            new_storage(t.index, INPUT)
     return plan
 
 
@@ -492,16 +498,29 @@ PLANNERS: dict[str, Callable[[Liveness, int], MemoryPlan]] = {
 ARENA_PLANNERS = {"greedy-by-size": plan_greedy_by_size, "greedy-best": plan_greedy_best}
 
 
+def results_outside(live: Liveness) -> set[int]:
+    """The results of `main` that a step computes (the tensors a `results_outside` plan leaves to
+    the caller's buffers)."""
+    return {t for t in live.outputs if live.tensors[t].kind == CALL}
+
+
 def plan_memory(live: Liveness, algorithm: str = "greedy-by-size", alignment: int = 64,
-                in_place: bool = False, concat_in_place: bool = False) -> MemoryPlan:
+                in_place: bool = False, concat_in_place: bool = False,
+                outside: bool = False) -> MemoryPlan:
     """Plan with a named algorithm; the reuse options belong to greedy-by-size (the baselines stay
-    as TVM has them)."""
+    as TVM has them). With `outside`, the results steps compute take no bytes (`results_outside`)."""
+    if outside:
+        skip = results_outside(live)
+        live = replace(live, tensors=[replace(t, nbytes=0) if t.index in skip else t for t in live.tensors])
     if algorithm in ARENA_PLANNERS:
-        return ARENA_PLANNERS[algorithm](live, alignment, in_place, concat_in_place)
-    if in_place or concat_in_place:
+        plan = ARENA_PLANNERS[algorithm](live, alignment, in_place, concat_in_place)
+    elif in_place or concat_in_place:
         raise DiagnosticError(f"plan-memory: in-place and concat-in-place apply to greedy-by-size and "
                               f"greedy-best, not {algorithm}")
-    return PLANNERS[algorithm](live, alignment)
+    else:
+        plan = PLANNERS[algorithm](live, alignment)
+    plan.results_outside = outside
+    return plan
 
 
 def concat_parents(live: Liveness, plan: MemoryPlan) -> dict[int, int]:

@@ -1,5 +1,6 @@
 """A memory plan as IR attributes: `annotate` writes a `MemoryPlan` onto `main` and its step
-calls, `read_plan` reads it back (checked). Planning itself is `irtool.analysis.memory_plan`;
+calls, `read_plan` reads it back and checks it (`plan_check`), so a plan from text is held to
+what the planner guarantees. Planning itself is `irtool.analysis.memory_plan`;
 docs/memory-planning.md describes the attributes.
 """
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 from irtool.analysis.liveness import compute_liveness
 from irtool.analysis.steps import ALIAS, CONSTANT, PARAM, Liveness
 from irtool.analysis.memory_plan import ARENA, ARENA_PLANNERS, INPUT, PLANNERS, TOKEN, MemoryPlan, Storage
+from irtool.analysis.plan_check import check_plan
 from irtool.core.diagnostics import DiagnosticError
 from irtool.core.span import Span
 from irtool.ir.expr import Attrs, AttrValue, Call, Expr, Function, Op
@@ -20,7 +22,7 @@ from irtool.ops.registry import get_op
 PLAN_ALGORITHM = "memory_plan"
 PLAN_FUNC_ATTRS = ("memory_plan", "alignment", "workspace_bytes", "storage_bytes", "storage_devices",
                    "param_storage_ids", "constant_storage_ids", "tvm_storage_sizes", "in_place", "concat_in_place",
-                   "hoist_constants")
+                   "results_outside", "hoist_constants")
 # Written `hoist_constants=false` on `main` when the plan was made without hoisting, so that readers
 # recompute the same liveness (`plan_liveness`).
 HOIST_CONSTANTS = "hoist_constants"
@@ -94,6 +96,8 @@ def annotate(mod: IRModule, live: Liveness, plan: MemoryPlan, entry: str = "main
         fattrs["in_place"] = True
     if plan.concat_in_place:
         fattrs["concat_in_place"] = True
+    if plan.results_outside:
+        fattrs["results_outside"] = True
     if not live.hoist_constants:
         fattrs[HOIST_CONSTANTS] = False
     out = mod.copy()
@@ -114,26 +118,41 @@ def plan_liveness(mod: IRModule, entry: str = "main") -> Liveness:
     return compute_liveness(mod, entry, hoist_constants=mod.functions[entry].attrs.get(HOIST_CONSTANTS) is not False)
 
 
+def _flag(attrs: Attrs, name: str, default: bool, span: Span | None) -> bool:
+    value = attrs.get(name, default)
+    if not isinstance(value, bool):
+        raise DiagnosticError(f"memory plan: `{name}` must be true or false", span)
+    return value
+
+
 def read_plan(live: Liveness) -> MemoryPlan | None:
-    """The plan written on `live.func` by `annotate`, or None when it carries no plan."""
+    """The plan written on `live.func` by `annotate`, or None when it carries no plan; a plan that
+    is inconsistent with itself or with the IR is a located `DiagnosticError`."""
     func = live.func
     attrs = func.attrs
     algorithm = attrs.get(PLAN_ALGORITHM)
     if algorithm is None:
         return None
     span = func.span
-    if algorithm not in PLANNERS:
+    if not isinstance(algorithm, str) or algorithm not in PLANNERS:
         raise DiagnosticError(f"memory plan: unknown algorithm {algorithm!r}", span)
-    alignment = _ints(attrs.get("alignment", 1), "alignment", span)[0]
+    alignment = _ints(attrs.get("alignment", 1), "alignment", span)
+    if len(alignment) != 1 or alignment[0] < 1 or alignment[0] & (alignment[0] - 1):
+        raise DiagnosticError(f"memory plan: `alignment` must be a power of two, got {attrs.get('alignment')}",
+                              span)
     sizes = _ints(attrs.get("storage_bytes", ()), "storage_bytes", span)
+    if any(n < 0 for n in sizes):
+        raise DiagnosticError("memory plan: `storage_bytes` must not be negative", span)
     devices_attr = attrs.get("storage_devices")
     devices = list(devices_attr) if isinstance(devices_attr, tuple) else [None] * len(sizes)
     if len(devices) != len(sizes):
         raise DiagnosticError("memory plan: `storage_devices` and `storage_bytes` differ in length", span)
     inputs = {"param_storage_ids": [t.index for t in live.tensors if t.kind == PARAM],
               "constant_storage_ids": [t.index for t in live.tensors if t.kind == CONSTANT]}
-    plan = MemoryPlan(str(algorithm), alignment, in_place=attrs.get("in_place") is True,
-                      concat_in_place=attrs.get("concat_in_place") is True)
+    plan = MemoryPlan(algorithm, alignment[0], in_place=_flag(attrs, "in_place", False, span),
+                      concat_in_place=_flag(attrs, "concat_in_place", False, span),
+                      results_outside=_flag(attrs, "results_outside", False, span))
+    _flag(attrs, HOIST_CONSTANTS, True, span)  # `plan_liveness` read it already; only its type is checked
     kind = ARENA if algorithm in ARENA_PLANNERS else TOKEN
     plan.storages = [Storage(i, d, n, kind, n) for i, (n, d) in enumerate(zip(sizes, devices))]
     for name, tids in inputs.items():
@@ -160,4 +179,20 @@ def read_plan(live: Liveness) -> MemoryPlan | None:
                                   call.span)
         for t, sid, offset in zip(step.outputs, sids, offsets):
             plan.placement[t] = (sid, offset)
+    check_plan(live, plan)
+    _check_totals(attrs, plan, span)
     return plan
+
+
+def _check_totals(attrs: Attrs, plan: MemoryPlan, span: Span | None) -> None:
+    """The summaries `annotate` writes beside the storages must agree with them."""
+    workspace = attrs.get("workspace_bytes")
+    if workspace is not None and _ints(workspace, "workspace_bytes", span) != [plan.workspace_bytes()]:
+        raise DiagnosticError(f"memory plan: `workspace_bytes` is {workspace}, but its workspace storages "
+                              f"hold {plan.workspace_bytes()} bytes", span)
+    firsts = attrs.get("tvm_storage_sizes")
+    if firsts is not None:
+        values = _ints(firsts, "tvm_storage_sizes", span)
+        if len(values) != len(plan.storages) or any(not 0 <= v <= s.nbytes for v, s in zip(values, plan.storages)):
+            raise DiagnosticError("memory plan: `tvm_storage_sizes` must give, for each storage, the size of its "
+                                  "first tensor (at most the storage's bytes)", span)

@@ -12,12 +12,13 @@ many lanes; scalars mix with vectors only through `broadcast`); conditions are b
 from __future__ import annotations
 
 from irtool.core.span import Span
-from irtool.ir.tir import (ARITH_OPS, COMPARE_OPS, INFIX_SYMBOLS, INTRINSICS, LOGIC_OPS, LOOP_KINDS, SCOPES,
+from irtool.ir.tir import (ARITH_OPS, BIT_OPS, COMPARE_OPS, INFIX_SYMBOLS, INTRINSICS, LOGIC_OPS, LOOP_KINDS, SCOPES,
                            Allocate, AssertStmt, BinaryOp, Broadcast, Buffer, BufferLoad, BufferStore, Call, Cast,
                            Evaluate, FloatImm, For, IfExpr, IfThenElse, IntImm, LetStmt, Not, PrimExpr, PrimFunc, Ramp,
                            Select, SeqStmt, Stmt, Var, children, int_range, is_bool, is_float, is_int, lanes_of,
-                           tir_dtype, with_lanes)
+                           with_lanes)
 from irtool.core.diagnostics import DiagnosticError
+from irtool.ir.types import parse_dtype
 
 
 def verify_primfunc(func: PrimFunc, name: str = "") -> None:
@@ -48,7 +49,7 @@ class _Verifier:
         self.in_scope.add(id(obj))
 
     def check_dtype(self, dtype: str, span: Span | None) -> None:
-        if tir_dtype(dtype) != dtype:
+        if parse_dtype(dtype) != dtype:
             raise self.fail(f"invalid dtype `{dtype}`", span)
 
     def check_buffer(self, buf: Buffer, span: Span | None) -> None:
@@ -222,7 +223,7 @@ class _Verifier:
         if op in LOGIC_OPS:
             if not is_bool(a):
                 raise self.fail(f"{_op_text(op)} needs bool operands, found {a}", node.span)
-        elif op in ("floordiv", "floormod"):
+        elif op in ("floordiv", "floormod") or op in BIT_OPS:
             if not is_int(a):
                 raise self.fail(f"{_op_text(op)} needs integer operands, found {a}", node.span)
         elif op in ARITH_OPS and is_bool(a):

@@ -9,7 +9,12 @@ Operator calls apply the operator's type relation once their argument types are 
 until then they wait, and are retried until nothing changes (TVM's solver does the same).
 
 The walk uses an explicit stack and visits each shared node once: its cost is linear in the
-number of distinct nodes, and its depth is not limited by Python's recursion limit.
+number of distinct nodes, and its depth is not limited by Python's recursion limit. Types are
+DAGs too (`(%a, %a)` holds the type of `%a` twice) and the solver walks each shared part once, so
+a chain of such tuples checks in linear time although its types are exponentially long written
+out. Annotations are kind-checked (each ADT applied to as many arguments as it has parameters),
+and no type may nest deeper than `MAX_TYPE_DEPTH`: a deeper one is reported at the first
+expression (or binder) found to have it.
 """
 
 from __future__ import annotations
@@ -22,14 +27,15 @@ from typing import NoReturn
 
 import numpy as np
 
-from irtool.analysis.unify import Mismatch, Solver
+from irtool.analysis.unify import Mismatch, Solver, TooDeep
 from irtool.ir.adt import Constructor, Pattern, PatternConstructor, PatternTuple, PatternVar
 from irtool.ir.expr import (Call, Constant, Expr, Function, GlobalVar, If, Let, Match, Op, RefCreate, RefRead,
                             RefWrite, Tuple, TupleGetItem, Var)
 from irtool.ir.module import IRModule
 from irtool.core.span import Span
 from irtool.ir.tir import PrimFunc
-from irtool.ir.types import FuncType, IncompleteType, RefType, TensorType, TupleType, Type, TypeCall, scalar_type
+from irtool.ir.types import (MAX_TYPE_DEPTH, CompoundType, FuncType, IncompleteType, RefType, TensorType, TupleType,
+                             Type, TypeCall, scalar_type, type_arity_message)
 from irtool.ir.visitor import post_order
 from irtool.ir.signature import primfunc_type
 from irtool.ops.registry import OpDef, TypeRelError, get_op
@@ -116,6 +122,7 @@ class _Inferencer:
         self.ret_types: dict[int, Type] = {}
         self.global_types: dict[str, FuncType] = {}
         self.pending: list[_Waiting] = []
+        self.checked_annotations: set[int] = set()   # ids of compound annotations (alive in the IR)
         # Programs hold many constants of few shapes: one (shared) type per (shape, dtype).
         self.constant_types: dict[tuple[tuple[int, ...], np.dtype], TensorType] = {}
 
@@ -145,16 +152,41 @@ class _Inferencer:
         t = self.var_types.get(id(var))
         if t is None:
             ann = var.type_annotation
-            t = self.solver.fresh() if ann is None else self.solver.import_type(ann)
+            t = self.solver.fresh() if ann is None else self.annotation(ann, var)
             self.var_types[id(var)] = t
         return t
 
     def ret_type(self, func: Function) -> Type:
         t = self.ret_types.get(id(func))
         if t is None:
-            t = self.solver.fresh() if func.ret_type is None else self.solver.import_type(func.ret_type)
+            t = self.solver.fresh() if func.ret_type is None else self.annotation(func.ret_type, func)
             self.ret_types[id(func)] = t
         return t
+
+    def annotation(self, ann: Type, at: Expr) -> Type:
+        """A written type as the solver sees it, once its ADT applications and depth are checked."""
+        if isinstance(ann, CompoundType) and id(ann) not in self.checked_annotations:
+            self.check_kinds(ann, at)
+        return self.solver.import_type(ann)
+
+    def check_kinds(self, ann: CompoundType, at: Expr) -> None:
+        if ann.depth > MAX_TYPE_DEPTH:
+            self.fail(f"type annotation nested too deeply (limit {MAX_TYPE_DEPTH})", at)
+        stack: list[Type] = [ann]
+        checked = self.checked_annotations
+        while stack:
+            t = stack.pop()
+            if not isinstance(t, CompoundType) or id(t) in checked:
+                continue
+            checked.add(id(t))
+            if isinstance(t, TypeCall):
+                data = self.mod.type_defs.get(t.name)
+                if data is None:
+                    self.fail(f"undefined type `{t.name}`", at)
+                message = type_arity_message(t.name, len(data.type_params), len(t.args))
+                if message is not None:
+                    self.fail(message, at)
+            stack.extend(t.parts())
 
     def function_type(self, func: Function) -> FuncType:
         return FuncType(tuple(self.var_type(p) for p in func.params), self.ret_type(func),
@@ -171,7 +203,9 @@ class _Inferencer:
                 self.bind(node)
                 continue
             if phase == 2:
-                terms[id(node)] = self.infer(node)
+                t = terms[id(node)] = self.infer(node)
+                if t.depth > MAX_TYPE_DEPTH:   # a hole only hides depth: this is too deep already
+                    self.too_deep(node)
                 order.append(node)
                 continue
             if id(node) in started:
@@ -200,9 +234,18 @@ class _Inferencer:
             self.solver.unify(expected, found)
         except Mismatch:
             self.fail(f"{what}: expected {self.show(expected)}, found {self.show(found)}", at)
+        except TooDeep:
+            self.too_deep(at)
 
     def show(self, t: Type) -> str:
         return str(self.solver.resolve(t))
+
+    def too_deep(self, node: Expr) -> NoReturn:
+        """The first expression found whose type nests too deeply, located at its first character."""
+        span = node.span
+        if span is not None:
+            span = Span(span.source, span.line, span.col, span.line, span.col + 1)
+        raise DiagnosticError(f"type of {describe(node)} nested too deeply (limit {MAX_TYPE_DEPTH})", span)
 
     def fail(self, message: str, at: Expr | Pattern | None, fallback: Span | None = None) -> NoReturn:
         span = at.span if at is not None and at.span is not None else fallback
@@ -240,6 +283,8 @@ class _Inferencer:
         except Mismatch:
             self.fail(f"pattern of type {self.show(pattern_t)} cannot match a value of type {self.show(data_t)}",
                       pat, match.span)
+        except TooDeep:
+            self.too_deep(match)
 
     def constructor_type(self, ctor: Constructor, at: Expr | Pattern, match: Match | None = None) -> FuncType:
         data = self.mod.type_defs.get(ctor.belong_to)
@@ -329,7 +374,7 @@ class _Inferencer:
         if node.type_args and len(node.type_args) != len(callee_t.type_params):
             self.fail(f"{describe(node.op)} takes {len(callee_t.type_params)} type arguments, "
                       f"got {len(node.type_args)}", node)
-        fn_t = self.solver.instantiate(callee_t, tuple(self.solver.import_type(t) for t in node.type_args))
+        fn_t = self.solver.instantiate(callee_t, tuple(self.annotation(t, node) for t in node.type_args))
         if len(fn_t.arg_types) != len(args):
             self.fail(f"wrong number of arguments: {describe(node.op)} takes {len(fn_t.arg_types)}, "
                       f"got {len(args)}", node)
@@ -346,7 +391,7 @@ class _Inferencer:
         if opdef.num_inputs is not None and opdef.num_inputs != len(node.args):
             self.fail(f"{op.name} takes {opdef.num_inputs} arguments, got {len(node.args)}", node)
         args = [self.solver.resolve(self.term(a)) for a in node.args]
-        if not any(self.solver.has_hole(t) for t in args):
+        if all(t.complete for t in args):
             return self.apply_relation(node, opdef, args)
         waiting = _Waiting(node, opdef, args, self.solver.fresh())
         self.pending.append(waiting)
@@ -400,7 +445,7 @@ class _Inferencer:
             return True
         assert isinstance(p.node, Call)
         args = [self.solver.resolve(t) for t in p.args]
-        if any(self.solver.has_hole(t) for t in args):
+        if not all(t.complete for t in args):
             return False
         self.unify(p.result, self.apply_relation(p.node, p.op, args), p.node)
         return True
@@ -433,8 +478,10 @@ class _Inferencer:
         resolved: list[tuple[Expr, Type]] = []
         for node in self.order:
             t = self.solver.resolve(self.terms[id(node)])
-            if self.solver.has_hole(t):
+            if not t.complete:
                 self.fail(f"cannot infer type of {describe(node)} (only {t} is known)", node)
+            if t.depth > MAX_TYPE_DEPTH:
+                self.too_deep(node)
             resolved.append((node, t))
         for node, t in resolved:
             node.checked_type = t

@@ -581,8 +581,9 @@ def generate_module(mod: IRModule, prefix: str, options: TargetOptions,
         chunk_irs = []
         ir = "\n".join([header, "", *globals_, "", *parts, *ctx.functions, *tail])
     pool_symbol = None
-    if not embed_constants and layout is not None and layout.pool_bytes:
+    if not embed_constants and layout is not None and f"@{prefix}.pool " in ir:
         # Named by the module's text: one pool (and one `_ready` flag, in the one cached engine) per module.
+        # A pool of zero bytes (only empty tensors hoisted) is bound too: the JIT resolves every symbol.
         pool_symbol = f"{prefix}.pool.{hashlib.sha256(ir.encode()).hexdigest()[:16]}"
         ir = ir.replace(f"@{prefix}.pool", f"@{pool_symbol}")
         chunk_irs = [text.replace(f"@{prefix}.pool", f"@{pool_symbol}") for text in chunk_irs]

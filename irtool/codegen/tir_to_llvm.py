@@ -43,7 +43,10 @@ MAX_STACK_BYTES = 64 * 1024
 # Math intrinsics that are LLVM intrinsics of the same (or the named) name.
 _LLVM_INTRINSICS = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "log10": "log10", "sqrt": "sqrt",
                     "tanh": "tanh", "fabs": "fabs", "floor": "floor", "ceil": "ceil", "round": "nearbyint",
-                    "trunc": "trunc", "sin": "sin", "cos": "cos", "pow": "pow", "fma": "fma"}
+                    "trunc": "trunc", "sin": "sin", "cos": "cos", "tan": "tan", "asin": "asin", "acos": "acos",
+                    "atan": "atan", "sinh": "sinh", "cosh": "cosh", "pow": "pow", "fma": "fma"}
+# Math intrinsics LLVM has no intrinsic for: libm calls, lane by lane.
+_LIBM = ("erf", "asinh", "acosh", "atanh")
 _FCMP = {"eq": "oeq", "ne": "une", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge"}
 _ICMP_SIGNED = {"eq": "eq", "ne": "ne", "lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge"}
 _ICMP_UNSIGNED = {"eq": "eq", "ne": "ne", "lt": "ult", "le": "ule", "gt": "ugt", "ge": "uge"}
@@ -582,7 +585,26 @@ class FunctionEmitter:
             return self.emit(f"call {ty} @{name}({ty} {a}, {ty} {b})")
         if op in ("div", "floordiv", "floormod"):
             return self.division(node, a, b, ty, unsigned)
+        if op in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+            return self.emit(f"{op.removeprefix('bitwise_')} {ty} {a}, {b}")
+        if op in ("shift_left", "shift_right"):
+            return self.shift(node, a, b, ty, unsigned)
         raise self.fail(f"unsupported operator `{op}`", node)
+
+    def shift(self, node: BinaryOp, a: str, b: str, ty: str, unsigned: bool) -> str:
+        """LLVM's shifts are poison for a count outside [0, bits); TIR's shift every bit out then
+        (an arithmetic right shift by bits - 1 fills with the sign, as such a count does)."""
+        dtype = node.a.dtype
+        cty = self.cmp_type(dtype)
+        bits = element_bytes(dtype) * 8
+        in_range = self.emit(f"icmp ult {ty} {b}, {constant(dtype, bits)}")
+        if node.op == "shift_right" and not unsigned:
+            count = self.emit(f"select {cty} {in_range}, {ty} {b}, {ty} {constant(dtype, bits - 1)}")
+            return self.emit(f"ashr {ty} {a}, {count}")
+        zero = constant(dtype, 0)
+        count = self.emit(f"select {cty} {in_range}, {ty} {b}, {ty} {zero}")
+        shifted = self.emit(f"{'shl' if node.op == 'shift_left' else 'lshr'} {ty} {a}, {count}")
+        return self.emit(f"select {cty} {in_range}, {ty} {shifted}, {ty} {zero}")
 
     def division(self, node: BinaryOp, a: str, b: str, ty: str, unsigned: bool) -> str:
         """Integer `/` (truncating), `floordiv`, `floormod`. A zero divisor (an error in TIR) is
@@ -673,8 +695,10 @@ class FunctionEmitter:
             neg = self.emit(f"fneg {fmf}{ty} {args[0]}")
             e = self.intrinsic(Call("exp", node.args), [neg])
             return self.emit(f"fdiv {fmf}{ty} {one}, {self.emit(f'fadd {fmf}{ty} {one}, {e}')}")
-        if name == "erf":
-            return self.libm("erf", dtype, args[0])
+        if name == "fmod":   # C's fmod
+            return self.emit(f"frem {fmf}{ty} {args[0]}, {args[1]}")
+        if name in _LIBM:
+            return self.libm(name, dtype, args[0])
         raise self.fail(f"unsupported intrinsic `{name}`", node)
 
     def libm(self, base: str, dtype: str, value: str) -> str:

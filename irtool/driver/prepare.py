@@ -7,13 +7,11 @@ buffers, which a general plan-memory (that plans every tensor of `main`) cannot 
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from irtool.analysis.liveness import compute_liveness
 from irtool.analysis.memory_plan import plan_memory
 from irtool.analysis.plan_attrs import annotate, read_plan
 from irtool.analysis.typecheck import infer_types
-from irtool.codegen.entry import ALIGN, aliasing_kernels, direct_outputs, layout_main
+from irtool.codegen.entry import ALIGN, aliasing_kernels, layout_main
 from irtool.codegen.functions import is_dataflow_main
 from irtool.core.diagnostics import DiagnosticError
 from irtool.ir.module import IRModule
@@ -23,21 +21,26 @@ from irtool.target import TargetOptions
 from irtool.tir_transform.parallel import parallelize
 
 DEFAULT_PIPELINE = "simplify-inference,alter-layout,fuse-ops,lower"
+# Before the pipeline every function that is not recursive is inlined into its callers, as TVM's
+# AOT build inlines before lowering, so that what is dataflow then takes the AOT path; recursion and
+# function values are left to the functions path (docs/native-relay.md).
+INLINE_CALLS = "inline{all=true}"
 
 
 def ensure_lowered(mod: IRModule, pipeline: str | None = DEFAULT_PIPELINE) -> IRModule:
-    """`mod` lowered by `pipeline` unless it already is; with `pipeline=None` lowered input is required.
-    The input is verified (its errors are the user's); the passes' results are not re-verified
-    between passes, which took a tenth of DenseNet-121's compile time."""
-    from irtool.passes import run, verify
+    """`mod` lowered by `pipeline` (after `INLINE_CALLS`) unless it already is; with `pipeline=None`
+    lowered input is required. The input is verified (its errors are the user's); the passes'
+    results are not re-verified between passes, which took a tenth of DenseNet-121's compile time."""
+    from irtool.passes import parse_pipeline, run_pipeline, verify
     if is_lowered(mod):
         return mod
     if pipeline is None:
         main = mod.functions.get("main")
         raise DiagnosticError("irtool-llc: the input is not lowered (--no-pipeline was given); run "
                               f"`{DEFAULT_PIPELINE}` first", getattr(main, "span", None))
+    passes = parse_pipeline(INLINE_CALLS) + parse_pipeline(pipeline)
     verify(mod)
-    return run(mod, pipeline, verify_each=False)
+    return run_pipeline(mod, passes, verify_each=False)
 
 
 def plan_if_missing(mod: IRModule) -> IRModule:
@@ -51,10 +54,7 @@ def plan_if_missing(mod: IRModule) -> IRModule:
     live = compute_liveness(mod, "main")
     if read_plan(live) is not None:
         return mod
-    outside = set(direct_outputs(live))
-    tensors = [replace(t, nbytes=0) if t.index in outside else t for t in live.tensors]
-    plan = plan_memory(replace(live, tensors=tensors), "greedy-by-size", ALIGN)
-    return annotate(mod, live, plan)
+    return annotate(mod, live, plan_memory(live, "greedy-by-size", ALIGN, outside=True))
 
 
 def parallelize_kernels(mod: IRModule, threads: int) -> IRModule:

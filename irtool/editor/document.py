@@ -24,6 +24,7 @@ from irtool.ir.types import FuncType, IncompleteType, Type, TypeCall
 from irtool.ir.visitor import post_order
 from irtool.ops.registry import get_op
 from irtool.core.diagnostics import Diagnostic, DiagnosticError
+from irtool.editor.fmt import too_deep
 from irtool.syntax.lexer import SourceText, Token, tokenize
 from irtool.syntax.parser import _grammar, parse
 from irtool.syntax.printer import print_type
@@ -81,9 +82,14 @@ class Document:
         prog, indexed_text = self._parse_recovering()
         if prog is not None:
             self.program = prog
-            self._check(prog)
-            self._index(prog, indexed_text)
-            self._add_constructors(prog)
+            try:
+                self._check(prog)
+                self._index(prog, indexed_text)
+                self._add_constructors(prog)
+            except RecursionError:
+                # Some analysis below the parser still recursed on the program's nesting: report
+                # it where the nesting is deepest, and answer from what was indexed so far.
+                self.diagnostics.append(too_deep(text, name, "analyse"))
         self._starts = [occ.range[0] for occ in self.occurrences]
 
     # -- diagnostics
@@ -330,7 +336,12 @@ def _code(text: str) -> str:
 
 
 def _type_text(ty: Type | None) -> str:
-    return "?" if ty is None or isinstance(ty, IncompleteType) else print_type(ty)
+    if ty is None or isinstance(ty, IncompleteType):
+        return "?"
+    try:
+        return print_type(ty)
+    except RecursionError:
+        return "(a type nested too deeply to print)"
 
 
 def _ctor_type(ctor: Constructor) -> Type:

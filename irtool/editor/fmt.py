@@ -25,15 +25,20 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from irtool.core.span import Span
-from irtool.core.diagnostics import DiagnosticError
+from irtool.core.diagnostics import Diagnostic, DiagnosticError
 from irtool.syntax.lexer import SourceText, Token, tokenize
 from irtool.syntax.parser import _grammar, parse
 from irtool.syntax.printer import print_program
 
-__all__ = ["Comment", "format_text", "scan_comments"]
+__all__ = ["Comment", "Nesting", "format_text", "nesting", "scan_comments", "too_deep"]
 
 _TOP_KEYWORDS = ("def", "type", "extern", "primfn")
 _OPEN, _CLOSE = "([{", ")]}"
+
+
+# The printer indents each nested block two more spaces, so formatting a file whose blocks nest N
+# deep writes about N² bytes of indentation: more than this (and four times the input) is refused.
+MAX_INDENT_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,32 @@ class Comment:
     start: int
     end: int
     text: str
+
+
+@dataclass(frozen=True)
+class Nesting:
+    """How deeply a token list nests brackets."""
+
+    depth: int     # the most brackets `( [ {` open at once
+    deepest: int   # the offset of the first bracket reaching that depth (-1 when there is none)
+    indent: int    # a lower bound on the indentation the printer writes for the `{` blocks, in bytes
+
+
+def nesting(tokens: list[Token]) -> Nesting:
+    depth = braces = best = indent = 0
+    deepest = -1
+    for _, text, start, _ in tokens:
+        if text in _OPEN:
+            depth += 1
+            if text == "{":
+                braces += 1
+                indent += 2 * braces   # at least one line of the block, two spaces per level
+            if depth > best:
+                best, deepest = depth, start
+        elif text in _CLOSE:
+            depth = max(depth - 1, 0)
+            braces = max(braces - (text == "}"), 0)
+    return Nesting(best, deepest, indent)
 
 
 def lex(text: str, name: str) -> tuple[list[Token], list[Comment]]:
@@ -139,12 +170,38 @@ def _align(source: _Unit, printed: _Unit) -> list[tuple[int, int]]:
     return mapping
 
 
+def too_deep(text: str, name: str, what: str) -> Diagnostic:
+    """The error for a program some walk could not `what` (Python's recursion limit): at the
+    bracket where it nests deepest, or the start of the file if it does not tokenize."""
+    try:
+        nest = nesting(lex(text, name)[0])
+    except DiagnosticError:
+        nest = Nesting(0, -1, 0)
+    at = max(nest.deepest, 0)
+    detail = f" ({nest.depth} levels of brackets at the deepest, here)" if nest.depth else ""
+    return Diagnostic("error", f"nested too deeply to {what}{detail}",
+                      SourceText(text, name).span(at, min(at + 1, len(text))))
+
+
 def format_text(text: str, name: str = "<string>") -> str:
     """`text` in the printer's layout with all of its comments. Raises `DiagnosticError` for a
-    program that does not parse, or when a comment cannot be placed."""
+    program that does not parse, nests too deeply, or when a comment cannot be placed."""
+    try:
+        return _format(text, name)
+    except RecursionError:
+        raise DiagnosticError("", diagnostics=[too_deep(text, name, "format")]) from None
+
+
+def _format(text: str, name: str) -> str:
     prog = parse(text, name)
-    printed = print_program(prog)
     tokens, comments = lex(text, name)
+    nest = nesting(tokens)
+    if nest.indent > max(MAX_INDENT_BYTES, 4 * len(text)):
+        src = SourceText(text, name)
+        raise DiagnosticError(f"not formatted: brackets nest {nest.depth} deep here, and the formatted text would "
+                              f"hold over {nest.indent // 2**20} MiB of indentation",
+                              src.span(nest.deepest, nest.deepest + 1))
+    printed = print_program(prog)
     if not comments:
         return printed
     out_tokens, _ = lex(printed, name)

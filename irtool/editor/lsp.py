@@ -3,12 +3,26 @@ references, outline, completion and formatting for `.relay` files.
 
 Every request reads a `Document` analysed once per text version; positions are converted
 between the client's units (UTF-16 by default) and the code points irtool's spans count.
+
+Whatever a client sends, a request gets an answer and no reply carries a Python traceback:
+params that do not fit the protocol (a negative or 2^31 position) are `InvalidParams` for that
+request, a document that was never opened is `InvalidParams` naming it, and an unexpected failure
+in a handler is an `InternalError` with a one-line message; the traceback goes to the server's
+log (standard error and the client's `window/logMessage`) only.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+from urllib.parse import unquote
+
 from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
 from pygls.uris import from_fs_path, to_fs_path
 from pygls.workspace import TextDocument
 
@@ -26,21 +40,83 @@ _SYMBOL_KIND = {"function": lsp.SymbolKind.Function, "primfn": lsp.SymbolKind.Fu
                 "type": lsp.SymbolKind.Class, "constructor": lsp.SymbolKind.EnumMember}
 _COMPLETION_KIND = {"operator": lsp.CompletionItemKind.Function, "attribute": lsp.CompletionItemKind.Property}
 
+_log = logging.getLogger("irtool-lsp")
+_Handler = TypeVar("_Handler", bound=Callable[..., Any])
+
+
+class _Answered:
+    """What `_Protocol` hands on for a request it has already answered with an error."""
+
+
+class _Protocol(LanguageServerProtocol):
+    """pygls' protocol, except that a request whose params do not fit the protocol's types is
+    answered `InvalidParams` (pygls drops it unanswered, and the client waits forever)."""
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as exc:
+            msg_id, method = data.get("id"), data.get("method")
+            if not isinstance(msg_id, (int, str)) or isinstance(msg_id, bool) or not isinstance(method, str):
+                raise   # a notification or a response: nobody waits for an answer; pygls logs it
+            reason = _validation_reason(exc)
+            self._send_response(msg_id, error=lsp.ResponseError(
+                code=JsonRpcInvalidParams.CODE, message=f"{method}: invalid params{': ' + reason if reason else ''}"))
+            return _Answered()
+
+    def handle_message(self, message: Any) -> None:
+        if not isinstance(message, _Answered):
+            super().handle_message(message)
+
+
+def _validation_reason(exc: BaseException) -> str:
+    """The innermost messages of a failed conversion (cattrs nests them in exception groups)."""
+    reasons: list[str] = []
+    stack: list[BaseException] = [exc]
+    while stack:
+        e = stack.pop()
+        inner = list(getattr(e, "exceptions", ())) or ([e.__cause__] if e.__cause__ is not None else [])
+        if inner:
+            stack.extend(reversed(inner))
+        elif str(e):
+            reasons.append(str(e))
+    return "; ".join(dict.fromkeys(reasons))
+
 
 class IRLanguageServer(LanguageServer):
     """A pygls server that keeps the latest analysis of each open document."""
 
     def __init__(self) -> None:
-        super().__init__("irtool-lsp", __version__, text_document_sync_kind=lsp.TextDocumentSyncKind.Full)
+        super().__init__("irtool-lsp", __version__, text_document_sync_kind=lsp.TextDocumentSyncKind.Full,
+                         protocol_cls=_Protocol)
         self.analyses: dict[str, tuple[int | None, str, Document]] = {}
 
+    def text_document(self, uri: str) -> TextDocument:
+        """An open document; any other is refused (pygls would read a file from disk, or fail)."""
+        if unquote(uri) not in self.workspace.text_documents:   # pygls keys documents by the decoded URI
+            raise JsonRpcInvalidParams(f"irtool-lsp: {uri} is not open (send textDocument/didOpen first)")
+        return self.workspace.get_text_document(uri)
+
     def analysis(self, uri: str) -> tuple[TextDocument, Document]:
-        doc = self.workspace.get_text_document(uri)
+        doc = self.text_document(uri)
         cached = self.analyses.get(uri)
         if cached is None or cached[0] != doc.version or cached[1] != doc.source:
             cached = (doc.version, doc.source, Document(doc.source, _display_name(uri)))
             self.analyses[uri] = cached
         return doc, cached[2]
+
+    def log_failure(self, method: str, exc: Exception) -> str:
+        """Log an unexpected exception of a handler (traceback included) to standard error and the
+        client's log; the one line the client is told."""
+        what = ("the document nests too deeply to analyse" if isinstance(exc, RecursionError)
+                else f"{type(exc).__name__}: {exc}")
+        line = f"irtool-lsp: {method} failed: {what} (an irtool-lsp bug; the server log has the details)"
+        _log.error("%s", line, exc_info=exc)
+        try:
+            self.window_log_message(lsp.LogMessageParams(type=lsp.MessageType.Error, message=line))
+        except Exception:  # noqa: BLE001 -- the log must not fail the handler a second time
+            _log.exception("irtool-lsp: cannot send window/logMessage")
+        return line
 
     def publish(self, uri: str) -> None:
         doc, analysis = self.analysis(uri)
@@ -83,30 +159,55 @@ def _note_uri(doc: TextDocument, source: str) -> str:
     return doc.uri if source == _display_name(doc.uri) else from_fs_path(source) or doc.uri
 
 
-def _symbol(doc: TextDocument, item: Outline) -> lsp.DocumentSymbol:
+def _symbol(doc: TextDocument, item: Outline, children: list[lsp.DocumentSymbol] | None = None) -> lsp.DocumentSymbol:
     return lsp.DocumentSymbol(name=item.name, kind=_SYMBOL_KIND[item.kind], range=_to_client(doc, item.range),
-                              selection_range=_to_client(doc, item.selection),
-                              children=[_symbol(doc, child) for child in item.children] or None)
+                              selection_range=_to_client(doc, item.selection), children=children or None)
+
+
+def _guarded(method: str, handler: _Handler) -> _Handler:
+    """`handler` answering a clean JSON-RPC error instead of raising anything unexpected: pygls
+    would send the traceback as the error's `data`. A notification's failure is only logged."""
+    @functools.wraps(handler)
+    def run(ls: IRLanguageServer, params: Any) -> Any:
+        try:
+            return handler(ls, params)
+        except JsonRpcException:
+            raise   # already a clean error (no `data`)
+        except Exception as exc:  # noqa: BLE001 -- last resort: never a traceback in a reply
+            line = ls.log_failure(method, exc)
+            if method in _NOTIFICATIONS:
+                return None
+            raise JsonRpcInternalError(line) from None
+    return run  # type: ignore[return-value]
+
+
+_REQUEST_FAILED = -32803  # LSP's RequestFailed: the request was valid, but answering it failed
+_NOTIFICATIONS = {lsp.TEXT_DOCUMENT_DID_OPEN, lsp.TEXT_DOCUMENT_DID_CHANGE, lsp.TEXT_DOCUMENT_DID_CLOSE}
 
 
 def build_server() -> IRLanguageServer:
     server = IRLanguageServer()
 
-    @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
+    def feature(method: str, options: Any = None) -> Callable[[_Handler], _Handler]:
+        def register(handler: _Handler) -> _Handler:
+            return server.feature(method, options)(_guarded(method, handler))
+        return register
+
+    @feature(lsp.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: IRLanguageServer, params: lsp.DidOpenTextDocumentParams) -> None:
         ls.publish(params.text_document.uri)
 
-    @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
+    @feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: IRLanguageServer, params: lsp.DidChangeTextDocumentParams) -> None:
         ls.publish(params.text_document.uri)
 
-    @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
+    @feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: IRLanguageServer, params: lsp.DidCloseTextDocumentParams) -> None:
         ls.analyses.pop(params.text_document.uri, None)
         ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=params.text_document.uri,
                                                                           diagnostics=[]))
 
-    @server.feature(lsp.TEXT_DOCUMENT_HOVER)
+    @feature(lsp.TEXT_DOCUMENT_HOVER)
     def hover(ls: IRLanguageServer, params: lsp.HoverParams) -> lsp.Hover | None:
         doc, analysis = ls.analysis(params.text_document.uri)
         pos = _from_client(doc, params.position)
@@ -116,38 +217,41 @@ def build_server() -> IRLanguageServer:
             return None
         return lsp.Hover(lsp.MarkupContent(lsp.MarkupKind.Markdown, text), _to_client(doc, occ.range))
 
-    @server.feature(lsp.TEXT_DOCUMENT_DEFINITION)
+    @feature(lsp.TEXT_DOCUMENT_DEFINITION)
     def definition(ls: IRLanguageServer, params: lsp.DefinitionParams) -> lsp.Location | None:
         doc, analysis = ls.analysis(params.text_document.uri)
         rng = analysis.definition(_from_client(doc, params.position))
         return None if rng is None else lsp.Location(doc.uri, _to_client(doc, rng))
 
-    @server.feature(lsp.TEXT_DOCUMENT_REFERENCES)
+    @feature(lsp.TEXT_DOCUMENT_REFERENCES)
     def references(ls: IRLanguageServer, params: lsp.ReferenceParams) -> list[lsp.Location]:
         doc, analysis = ls.analysis(params.text_document.uri)
         ranges = analysis.references(_from_client(doc, params.position), params.context.include_declaration)
         return [lsp.Location(doc.uri, _to_client(doc, rng)) for rng in ranges]
 
-    @server.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
+    @feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
     def symbols(ls: IRLanguageServer, params: lsp.DocumentSymbolParams) -> list[lsp.DocumentSymbol]:
         doc, analysis = ls.analysis(params.text_document.uri)
-        return [_symbol(doc, item) for item in analysis.outline]
+        return [_symbol(doc, item, [_symbol(doc, child) for child in item.children]) for item in analysis.outline]
 
-    @server.feature(lsp.TEXT_DOCUMENT_COMPLETION, lsp.CompletionOptions(trigger_characters=[".", "(", ",", " "]))
+    @feature(lsp.TEXT_DOCUMENT_COMPLETION, lsp.CompletionOptions(trigger_characters=[".", "(", ",", " "]))
     def completion(ls: IRLanguageServer, params: lsp.CompletionParams) -> lsp.CompletionList:
-        doc = ls.workspace.get_text_document(params.text_document.uri)
+        doc = ls.text_document(params.text_document.uri)
         line, col = _from_client(doc, params.position)
         items = [lsp.CompletionItem(label=c.label, kind=_COMPLETION_KIND[c.kind], detail=c.detail or None,
                                     insert_text=c.insert_text) for c in complete(doc.source, line, col)]
         return lsp.CompletionList(is_incomplete=False, items=items)
 
-    @server.feature(lsp.TEXT_DOCUMENT_FORMATTING)
+    @feature(lsp.TEXT_DOCUMENT_FORMATTING)
     def formatting(ls: IRLanguageServer, params: lsp.DocumentFormattingParams) -> list[lsp.TextEdit] | None:
-        doc = ls.workspace.get_text_document(params.text_document.uri)
+        doc, analysis = ls.analysis(params.text_document.uri)
         try:
             formatted = format_text(doc.source, _display_name(doc.uri))
-        except DiagnosticError:
-            return None   # the diagnostics already say why; leave the text alone
+        except DiagnosticError as err:
+            if any(d.severity == "error" for d in analysis.diagnostics):
+                return None   # the diagnostics already say why; leave the text alone
+            # Refused for another reason (nesting that would blow the text up): say which.
+            raise JsonRpcException(f"irtool-lsp: {err.diagnostics[0].message}", code=_REQUEST_FAILED) from None
         if formatted == doc.source:
             return []
         end = (len(doc.lines), 0)

@@ -37,7 +37,9 @@ MAX_LOOP_DEPTH = 20
 
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _FUNCS = {"min": "np.minimum", "max": "np.maximum", "and": "np.logical_and", "or": "np.logical_or",
-          "floordiv": "_floordiv", "floormod": "_floormod"}
+          "floordiv": "_floordiv", "floormod": "_floormod", "bitwise_and": "np.bitwise_and",
+          "bitwise_or": "np.bitwise_or", "bitwise_xor": "np.bitwise_xor", "shift_left": "np.left_shift",
+          "shift_right": "np.right_shift"}
 
 
 def _erf(x: np.generic | np.ndarray) -> np.generic | np.ndarray:
@@ -66,8 +68,9 @@ def _rsqrt(x: np.generic | np.ndarray) -> np.generic | np.ndarray:
 INTRINSIC_IMPLS: dict[str, Callable[..., object]] = {
     "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "log10": np.log10, "sqrt": np.sqrt,
     "rsqrt": _rsqrt, "tanh": np.tanh, "sigmoid": _sigmoid, "erf": _erf, "fabs": np.abs, "floor": np.floor,
-    "ceil": np.ceil, "round": np.rint, "trunc": np.trunc, "sin": np.sin, "cos": np.cos, "pow": np.power,
-    "fma": _fma,
+    "ceil": np.ceil, "round": np.rint, "trunc": np.trunc, "sin": np.sin, "cos": np.cos, "tan": np.tan,
+    "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh,
+    "acosh": np.arccosh, "atanh": np.arctanh, "pow": np.power, "fmod": np.fmod, "fma": _fma,
 }
 
 

@@ -26,18 +26,21 @@ from irtool.analysis.typecheck import infer_types
 from irtool.eval.interpreter import evaluate
 from irtool.ir.expr import Constant, Expr, Function, Tuple, Var
 from irtool.ir.module import IRModule
-from irtool.ir.types import TensorType
+from irtool.ir.types import Any, TensorType
 from irtool.ir.visitor import free_vars
 from irtool.core.diagnostics import DiagnosticError
+from irtool.frontend.onnx_checks import (check_dims, check_node, input_dims, non_text_field,
+                                         shape_inference_complaint, tensor_array)
+from irtool.frontend.onnx_dtypes import dtype_of, onnx_type_name
 from irtool.frontend.onnx_ops import CONVERTERS
-from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value, relay_dtype
+from irtool.frontend.onnx_support import (grouped, model_opset, model_opsets, node_location,
+                                          operator_problem)
+from irtool.frontend.onnx_values import (Builder, ConstantNeeded, DynamicShape, Node, Unsupported, Value,
+                                         relay_dtype)
 
 if TYPE_CHECKING:
     import onnx
 
-# The opsets the converters are written for (ai.onnx domain).
-MIN_OPSET = 6
-MAX_OPSET = 17
 # Integer and bool computations on import-time constants (shape arithmetic) are folded when the
 # result is at most this big; float results (e.g. ConstantOfShape weights) stay expressions.
 FOLD_LIMIT = 4096
@@ -51,6 +54,16 @@ def sanitize(name: str) -> str:
     if not text or text[0].isdigit():
         text = "v" + text
     return text
+
+
+class ImportFailure(DiagnosticError):
+    """The importer's report of everything it refused. `constant_inputs` names the graph inputs
+    whose contents were needed at import time when nothing else was wrong (a caller who knows
+    their values, such as the ONNX backend at run time, can make them initializers and retry)."""
+
+    def __init__(self, message: str, constant_inputs: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.constant_inputs = list(constant_inputs)
 
 
 @dataclass
@@ -78,11 +91,6 @@ def load_onnx(path: str) -> onnx.ModelProto:
         raise DiagnosticError(f"{path}: not a valid ONNX model: {exc}") from None
 
 
-def _tensor_array(tensor: onnx.TensorProto) -> np.ndarray:
-    from onnx import numpy_helper
-    return np.asarray(numpy_helper.to_array(tensor))
-
-
 def _short_float(value: float) -> float:
     """A float32 attribute as its shortest decimal (`epsilon=1e-05`, not 9.999999747378752e-06);
     it rounds back to the same float32."""
@@ -101,8 +109,8 @@ def _attributes(node: onnx.NodeProto) -> dict[str, object]:
             value = [_short_float(v) for v in value]  # type: ignore[union-attr]
         elif isinstance(value, bytes):
             value = value.decode("utf-8", errors="replace")
-        elif hasattr(value, "raw_data") or hasattr(value, "dims"):
-            value = _tensor_array(value)  # type: ignore[arg-type]
+        elif a.type == onnx.AttributeProto.TENSOR:
+            value = tensor_array(a.t, f"attribute '{a.name}'")
         elif isinstance(value, list) and value and isinstance(value[0], bytes):
             value = [v.decode("utf-8", errors="replace") for v in value]
         out[a.name] = value
@@ -110,22 +118,37 @@ def _attributes(node: onnx.NodeProto) -> dict[str, object]:
 
 
 def _input_type(info: onnx.ValueInfoProto, overrides: Mapping[str, Sequence[int]]) -> TensorType:
-    from onnx import helper
+    """The input's type: `--input-shape`'s sizes if given, else the model's (symbolic axes `?`)."""
     t = info.type
     if t.WhichOneof("value") != "tensor_type":
         raise Unsupported(f"graph input '{info.name}' is not a tensor")
-    dtype = relay_dtype(np.dtype(helper.tensor_dtype_to_np_dtype(t.tensor_type.elem_type)))
+    dtype = dtype_of(t.tensor_type.elem_type)
+    if dtype is None:
+        raise Unsupported(f"graph input '{info.name}' has the unsupported element type "
+                          f"{onnx_type_name(t.tensor_type.elem_type)}")
+    model_dims = input_dims(info)
     for key in (info.name, sanitize(info.name)):  # the ONNX name or its Relay spelling
         if key in overrides:
+            check_dims(list(overrides[key]), f"--input-shape {key}")
             return TensorType(tuple(int(d) for d in overrides[key]), dtype)
-    dims: list[int] = []
-    for d in t.tensor_type.shape.dim:
-        if d.WhichOneof("value") != "dim_value":
-            what = d.dim_param or "?"
-            raise Unsupported(f"graph input '{info.name}' has a dynamic dimension '{what}'; give its "
-                              f"shape with --input-shape {sanitize(info.name)}=D0,D1,...")
-        dims.append(int(d.dim_value))
-    return TensorType(tuple(dims), dtype)
+    if not t.tensor_type.HasField("shape"):
+        raise Unsupported(f"graph input '{info.name}' has no shape (not even a rank); give it with "
+                          f"--input-shape {sanitize(info.name)}=D0,D1,...")
+    return TensorType(tuple(Any() if d is None else d for d in model_dims), dtype)
+
+
+def _symbolic_axes(info: onnx.ValueInfoProto, ty: TensorType) -> str | None:
+    """`graph input 'x' has symbolic axis 0 'batch' (give its size with --input-shape
+    x=1,3,224,224)` for an input whose type kept unknown sizes; None when every size is known."""
+    unknown = [axis for axis, d in enumerate(ty.shape) if not isinstance(d, int)]
+    if not unknown:
+        return None
+    dims = info.type.tensor_type.shape.dim
+    names = ", ".join(f"{axis} '{dims[axis].dim_param or '?'}'" for axis in unknown)
+    example = ",".join(str(d) if isinstance(d, int) else "1" for d in ty.shape)
+    return (f"graph input '{info.name}' has symbolic axis{'es' if len(unknown) > 1 else ''} {names} "
+            f"(give {'their sizes' if len(unknown) > 1 else 'its size'} with --input-shape "
+            f"{sanitize(info.name)}={example})")
 
 
 class _Unique:
@@ -145,46 +168,64 @@ class _Unique:
 
 
 def import_model(model: onnx.ModelProto, *, embed_params: bool = False, source: str = "model.onnx",
-                 input_shapes: Mapping[str, Sequence[int]] | None = None,
+                 input_shapes: Mapping[str, Sequence[int]] | None = None, static_shapes: bool = False,
                  progress: Callable[[str, float], None] | None = None) -> ImportResult:
     """Convert a model to a module whose `main` takes the graph inputs (then the weights).
 
     Every unsupported operator or attribute of the whole graph is reported in one
-    `DiagnosticError` naming the nodes. `progress(stage, seconds)` is told each stage's time.
+    `DiagnosticError` naming the nodes. Symbolic input axes stay `?` unless `input_shapes` sizes
+    them; `static_shapes` (what native code needs) makes one left unsized an error.
+    `progress(stage, seconds)` is told each stage's time.
     """
 
     timings: dict[str, float] = {}
     started = time.perf_counter()
-    opset = _opset(model, source)
+    broken = non_text_field(model)
+    if broken is not None:
+        raise DiagnosticError(f"{source}: not a valid ONNX model: {broken}")
+    opset = model_opset(model, source)
+    opsets = model_opsets(model)
+    if model.functions:  # model-local functions (as exporters write them) are expanded in place
+        from onnx.inliner import inline_local_functions
+        model = inline_local_functions(model)
     graph = model.graph
     builder = Builder(opset)
     unique = _Unique()
     values: dict[str, Value] = {}
     problems: list[str] = []
+    poisoned: set[str] = set()  # tensors whose producer (or graph input) was refused
+    constant_inputs: dict[str, int] = {}  # graph inputs needed as constants -> their problems
 
     initializers = {t.name: t for t in graph.initializer}
     weight_vars: list[tuple[int, str, Var]] = []
     params: dict[str, np.ndarray] = {}
     order = {name: i for i, name in enumerate(initializers)}
     input_vars: list[Var] = []
+    symbolic: list[str] = []
     for info in graph.input:
         if info.name in initializers:
-            continue  # IR version 3 lists initializers among the inputs too
+            continue  # IR version 3 lists initializers among the inputs too; later ones give defaults
         try:
             ty = _input_type(info, input_shapes or {})
         except Unsupported as exc:
             problems.append(str(exc))
+            poisoned.add(info.name)
             continue
+        unsized = _symbolic_axes(info, ty)
+        if unsized is not None:
+            symbolic.append(unsized)
+            if static_shapes:
+                problems.append(f"{unsized}: native code needs the size of every axis")
         var = Var(unique(info.name), ty)
         input_vars.append(var)
-        values[info.name] = Value(var, ty)
+        values[info.name] = Value(var, ty, graph_input=info.name)
     known = {i.name for i in graph.input} | {sanitize(i.name) for i in graph.input}
     unknown_overrides = sorted(set(input_shapes or {}) - known)
     if unknown_overrides:
         problems.append(f"--input-shape names no graph input: {', '.join(unknown_overrides)}")
 
     def initializer_value(name: str) -> Value:
-        array = _tensor_array(initializers[name])
+        array = tensor_array(initializers[name], f"initializer '{name}'")  # through the element-type gate
         if array.dtype.kind != "f":
             return builder.const(array)  # integer tensors are shapes and indices: keep them static
         ty = TensorType(array.shape, relay_dtype(array.dtype))
@@ -199,62 +240,80 @@ def import_model(model: onnx.ModelProto, *, embed_params: bool = False, source: 
 
     uses = _use_counts(graph)
     unknown: dict[str, list[str]] = {}
-    poisoned: set[str] = set()
+    defined = {i.name for i in graph.input} | set(initializers)  # each tensor has one definition (SSA)
     for index, proto in enumerate(graph.node):
-        label = proto.name or f"#{index}"
-        if proto.domain not in ("", "ai.onnx"):
-            unknown.setdefault(f"{proto.domain}.{proto.op_type}", []).append(label)
-            poisoned.update(proto.output)
-            continue
-        convert = CONVERTERS.get(proto.op_type)
-        if convert is None:
-            unknown.setdefault(proto.op_type, []).append(label)
+        where = node_location(index, proto.name)
+        problem = operator_problem(proto.domain, proto.op_type, opsets, CONVERTERS)
+        if problem is not None:
+            unknown.setdefault(problem, []).append(where)
             poisoned.update(proto.output)
             continue
         if any(name in poisoned for name in proto.input if name):
             poisoned.update(proto.output)
             continue
-        inputs: list[Value | None] = []
-        for name in proto.input:
-            if not name:
-                inputs.append(None)
-            elif name in values:
-                inputs.append(values[name])
-            elif name in initializers:
-                values[name] = initializer_value(name)
-                inputs.append(values[name])
-            else:
-                problems.append(f"node '{label}' ({proto.op_type}) reads '{name}', which nothing defines")
-                inputs = []
-                break
-        if not inputs and proto.input:
+        missing = [name for name in proto.input if name and name not in values and name not in initializers]
+        if missing:
+            problems.append(f"node {where} ({proto.op_type}) reads '{missing[0]}', which nothing defines")
             poisoned.update(proto.output)
             continue
-        node = Node(proto.op_type, label, inputs, _attributes(proto), len(proto.output),
-                    [bool(uses.get(o)) for o in proto.output])
+        again = [name for name in proto.output if name and name in defined]
+        defined.update(proto.output)
+        if again:
+            problems.append(f"node {where} ({proto.op_type}) writes '{again[0]}', which is already defined")
+            poisoned.update(proto.output)
+            continue
+        head = f"unsupported: {proto.op_type} (opset {opset})"
         try:
-            outs = convert(builder, node)
+            check_node(proto, opset)
+            inputs: list[Value | None] = []
+            for name in proto.input:
+                if name and name not in values:
+                    values[name] = initializer_value(name)
+                inputs.append(values[name] if name else None)
+            node = Node(proto.op_type, proto.name or f"#{index}", inputs, _attributes(proto), len(proto.output),
+                        [bool(uses.get(o)) for o in proto.output])
+            outs = CONVERTERS[proto.op_type](builder, node)
         except Unsupported as exc:
-            problems.append(f"node '{label}' ({proto.op_type}): {exc}")
+            what = f"unsupported: {exc.subject} (opset {opset})" if exc.subject else f"{head}: {exc}"
+            if isinstance(exc, DynamicShape) and symbolic:
+                what += "; " + "; ".join(symbolic)
+            if isinstance(exc, ConstantNeeded):
+                constant_inputs[exc.graph_input] = constant_inputs.get(exc.graph_input, 0) + 1
+            problems.append(f"node {where}: {what}")
+            poisoned.update(proto.output)
+            continue
+        except Exception:
+            # A converter assumes what the specification guarantees: if the model breaks it,
+            # ONNX's own inference says how; if not, this is an irtool bug and stays an error.
+            complaint = shape_inference_complaint(model, proto)
+            if complaint is None:
+                raise
+            problems.append(f"node {where}: {head}: {complaint}")
             poisoned.update(proto.output)
             continue
         foldable = all(v is None or (v.const is not None and not v.from_param) for v in inputs)
-        for name, out in zip(proto.output, outs):
+        for k, (name, out) in enumerate(zip(proto.output, outs)):
             if not name:
                 continue
             if out is None:
                 if uses.get(name):
-                    problems.append(f"node '{label}' ({proto.op_type}): output '{name}' is not supported")
+                    problems.append(f"node {where}: {head}: its output {k} ('{name}')")
                     poisoned.add(name)
                 continue
             if foldable and out.const is None:
                 out = _fold(out)
             values[name] = out
-    if unknown:
-        listed = "; ".join(f"{op} ({', '.join(nodes)})" for op, nodes in sorted(unknown.items()))
-        problems.insert(0, f"unsupported operator{'s' if len(unknown) > 1 else ''}: {listed}")
+    for info in graph.output:
+        if info.name not in values and info.name in initializers:  # an output that is a weight
+            try:
+                values[info.name] = initializer_value(info.name)
+            except Unsupported as exc:
+                problems.append(f"graph output '{info.name}': unsupported: {exc}")
+    problems[:0] = [grouped(problem, nodes) for problem, nodes in sorted(unknown.items())]
     if problems:
-        raise DiagnosticError(f"{source}: cannot import the model:\n  " + "\n  ".join(problems))
+        only_constants = len(problems) == sum(constant_inputs.values())
+        raise ImportFailure(f"{source}: cannot import the model:\n  " + "\n  ".join(problems),
+                            sorted(constant_inputs) if only_constants else ())
     timings["convert"] = time.perf_counter() - started
     if progress:
         progress("convert", timings["convert"])
@@ -291,15 +350,6 @@ def import_file(path: str, **options: object) -> ImportResult:
     result = import_model(model, source=path, **options)  # type: ignore[arg-type]
     result.timings = {"load": load_seconds, **result.timings}
     return result
-
-
-def _opset(model: onnx.ModelProto, source: str) -> int:
-    versions = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
-    opset = versions[0] if versions else 1
-    if not MIN_OPSET <= opset <= MAX_OPSET:
-        raise DiagnosticError(f"{source}: opset {opset} is not supported (irtool imports opsets "
-                              f"{MIN_OPSET} to {MAX_OPSET})")
-    return opset
 
 
 def _use_counts(graph: onnx.GraphProto) -> dict[str, int]:

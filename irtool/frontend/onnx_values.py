@@ -10,12 +10,30 @@ from dataclasses import dataclass
 import numpy as np
 
 from irtool.ir.expr import Call, Constant, Expr, Op, Tuple, TupleGetItem
-from irtool.ir.types import TensorType, TupleType, Type
+from irtool.ir.types import Dim, TensorType, TupleType, Type
+from irtool.core.diagnostics import DiagnosticError
 from irtool.ops.registry import TypeRelError, get_op
 
 
 class Unsupported(Exception):
-    """A node the importer cannot convert; all of them are reported together."""
+    """A node the importer cannot convert; all of them are reported together. `subject` names
+    what is unsupported in place of the operator when that reads better (`Cast to int4`)."""
+
+    def __init__(self, reason: str = "", subject: str | None = None) -> None:
+        super().__init__(reason)
+        self.subject = subject
+
+
+class DynamicShape(Unsupported):
+    """A converter needs a size that is a symbolic dimension (the importer names the inputs)."""
+
+
+class ConstantNeeded(Unsupported):
+    """A converter needs the contents of a graph input (a shape, axes, pads) at import time."""
+
+    def __init__(self, reason: str, graph_input: str) -> None:
+        super().__init__(reason)
+        self.graph_input = graph_input
 
 
 @dataclass
@@ -28,6 +46,8 @@ class Value:
     const: np.ndarray | None = None
     # Computed from a float initializer (a weight): kept as a computation, never folded here.
     from_param: bool = False
+    # The ONNX name when this is a graph input (for errors about inputs that must be constant).
+    graph_input: str | None = None
 
     @property
     def tensor(self) -> TensorType:
@@ -35,8 +55,17 @@ class Value:
         return self.type
 
     @property
+    def dims(self) -> tuple[Dim, ...]:
+        """The shape, symbolic dimensions (`?`) included."""
+        return self.tensor.shape
+
+    @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(int(d) for d in self.tensor.shape)  # type: ignore[arg-type]
+        """The static shape; a converter that reads it needs every dimension known."""
+        dims = self.tensor.shape
+        if not all(isinstance(d, int) for d in dims):
+            raise DynamicShape(f"it needs the static shape of a {self.tensor} tensor")
+        return dims  # type: ignore[return-value]
 
     @property
     def dtype(self) -> str:
@@ -85,7 +114,10 @@ class Builder:
         """A typed call of a registered operator; the type comes from the op's type relation."""
         opdef = get_op(op)
         assert opdef is not None, op
-        canonical = opdef.normalize_attrs(attrs)  # type: ignore[arg-type]
+        try:
+            canonical = opdef.normalize_attrs(attrs)  # type: ignore[arg-type]
+        except DiagnosticError as exc:   # an attribute the node's values make invalid: the node's error
+            raise Unsupported(exc.diagnostics[0].message) from None
         assert opdef.type_rel is not None
         try:
             ty = opdef.type_rel([a.type for a in args], opdef.full_attrs(canonical))
@@ -105,6 +137,9 @@ class Builder:
 
     def static(self, value: Value | None, what: str) -> np.ndarray:
         """The import-time contents of an input that must be constant (shapes, axes, pads)."""
+        if value is not None and value.const is None and value.graph_input is not None:
+            raise ConstantNeeded(f"{what} is the graph input '{value.graph_input}', but it must be a constant "
+                                 "known at import time (give it an initializer)", value.graph_input)
         if value is None or value.const is None:
             raise Unsupported(f"{what} must be a constant known at import time (static shapes only)")
         return value.const

@@ -18,38 +18,27 @@ import numpy as np
 
 from irtool.ir.expr import EMPTY_ATTRS, Attrs
 from irtool.core.span import Span
-from irtool.ir.types import dtype_bits, parse_dtype
+from irtool.ir.types import dtype_bits
 
 # Binary operators: infix ones print with their symbol, the rest as calls `floordiv(a, b)`.
 ARITH_OPS = ("add", "sub", "mul", "div", "floordiv", "floormod", "min", "max")
 COMPARE_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
 LOGIC_OPS = ("and", "or")
+# Integer bit operations, printed as calls. A shift count outside [0, bits) shifts every bit out
+# (0, or -1 for `shift_right` of a negative value), as numpy's shifts do.
+BIT_OPS = ("bitwise_and", "bitwise_or", "bitwise_xor", "shift_left", "shift_right")
 INFIX_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "eq": "==", "ne": "!=", "lt": "<",
                  "le": "<=", "gt": ">", "ge": ">="}
 SYMBOL_OPS = {symbol: op for op, symbol in INFIX_SYMBOLS.items()}
 # Math intrinsics (`exp(%x)`): name -> number of arguments. All take and return floats of one dtype.
 INTRINSICS = {"exp": 1, "exp2": 1, "log": 1, "log2": 1, "log10": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1,
               "sigmoid": 1, "erf": 1, "fabs": 1, "floor": 1, "ceil": 1, "round": 1, "trunc": 1, "sin": 1,
-              "cos": 1, "pow": 2, "fma": 3}
+              "cos": 1, "tan": 1, "asin": 1, "acos": 1, "atan": 1, "sinh": 1, "cosh": 1, "asinh": 1,
+              "acosh": 1, "atanh": 1, "pow": 2, "fmod": 2, "fma": 3}
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
 SCOPES = ("global", "local")
 
-# Bit widths a dtype may have; float literals are kept rounded to the widths numpy has.
-_WIDTHS = {"int": (8, 16, 32, 64), "uint": (8, 16, 32, 64), "float": (16, 32, 64), "bfloat": (16,), "bool": (1,)}
-_NUMPY_FLOATS = ("float16", "float32", "float64")
-
-
-@lru_cache(maxsize=None)
-def tir_dtype(name: str) -> str | None:
-    """The canonical dtype a TIR type name denotes (`int` is int32, `float32x16` a vector), or None
-    for a name that is not a dtype with a machine type (`float33`)."""
-    dtype = parse_dtype(name)
-    if dtype is None:
-        return None
-    base = dtype.rstrip("0123456789x")
-    base = "bool" if base.startswith("bool") else base
-    bits, lanes = dtype_bits(dtype)
-    return dtype if bits in _WIDTHS.get(base, ()) and lanes >= 1 else None
+_NUMPY_FLOATS = ("float16", "float32", "float64")   # float literals are kept rounded to these
 
 
 @lru_cache(maxsize=None)
@@ -172,7 +161,7 @@ class Cast(PrimExpr):
 
 
 class BinaryOp(PrimExpr):
-    """`op` is one of ARITH_OPS, COMPARE_OPS or LOGIC_OPS; comparisons give bool lanes."""
+    """`op` is one of ARITH_OPS, COMPARE_OPS, LOGIC_OPS or BIT_OPS; comparisons give bool lanes."""
 
     __slots__ = ("op", "a", "b")
 

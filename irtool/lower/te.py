@@ -312,10 +312,10 @@ def index_key(idx: Idx) -> tuple[object, ...]:
         t = type(e)
         if t is Var:
             out.append(id(e))
-        elif t is IntImm:
+        elif t is IntImm or t is FloatImm:
             out.append((e.value, e.dtype))  # type: ignore[attr-defined]
-        else:
-            out.append((t.__name__, getattr(e, "op", None), getattr(e, "dtype", None),
+        else:  # an operator, or an intrinsic by its name
+            out.append((t.__name__, getattr(e, "op", None) or getattr(e, "name", None), getattr(e, "dtype", None),
                         id(getattr(e, "buffer", None))))
             stack.extend(reversed(children(e)))  # type: ignore[arg-type]
     return tuple(out)

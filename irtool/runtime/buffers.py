@@ -3,6 +3,8 @@ ABI requires them) and the meaning of a non-zero status returned by `_run` or a 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from irtool.codegen.entry import ABI
@@ -12,11 +14,15 @@ from irtool.codegen.tir_to_llvm import STATUS_ASSERT_BASE, STATUS_MISALIGNED, ST
 ALIGN = 64
 
 
-def aligned_empty(shape: tuple[int, ...], dtype: str | np.dtype) -> np.ndarray:
-    """An uninitialised C-contiguous array whose data starts on a 64-byte boundary."""
+def aligned_empty(shape: tuple[int, ...], dtype: str | np.dtype, what: str = "a buffer") -> np.ndarray:
+    """An uninitialised C-contiguous array whose data starts on a 64-byte boundary. Too large a
+    request (`what` names it) is a `MemoryError` that says how many bytes, whatever numpy says."""
     dt = np.dtype(dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
-    raw = np.empty(nbytes + ALIGN, np.uint8)
+    nbytes = math.prod(int(d) for d in shape) * dt.itemsize
+    try:
+        raw = np.empty(nbytes + ALIGN, np.uint8)
+    except (MemoryError, ValueError, OverflowError):
+        raise MemoryError(f"cannot allocate {what}: {nbytes} bytes") from None
     start = -raw.ctypes.data % ALIGN
     return raw[start:start + nbytes].view(dt).reshape(shape)
 

@@ -15,8 +15,10 @@ long as the process.
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
+import functools
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import llvmlite.binding as llvm
@@ -42,10 +44,27 @@ def _jit(ir: str, options: TargetOptions, make_engine: Callable[[], llvm.Executi
     key = hashlib.sha256(repr((ir, options)).encode()).hexdigest()
     engine = _CACHE.get(key)
     if engine is None:
+        _bind_compiler_runtime()
         engine = make_engine()
         engine.finalize_object()
         _CACHE[key] = engine
     return engine, (engine.get_function_address(symbol) if symbol else 0)
+
+
+# Helpers LLVM calls for conversions the target has no instruction for (double to half always,
+# float/half without F16C): the JIT finds them only if they are bound, as the C linker does.
+_COMPILER_RUNTIME = ("__truncdfhf2", "__truncsfhf2", "__extendhfsf2")
+
+
+@functools.cache
+def _bind_compiler_runtime() -> None:
+    try:
+        lib = ctypes.CDLL(ctypes.util.find_library("gcc_s") or "libgcc_s.so.1")
+    except OSError:
+        return
+    for name in _COMPILER_RUNTIME:
+        if hasattr(lib, name):
+            llvm.add_symbol(name, ctypes.cast(getattr(lib, name), ctypes.c_void_p).value)
 
 
 def _engine(generated: GeneratedModule, prefix: str, options: TargetOptions) -> llvm.ExecutionEngine:
@@ -93,13 +112,13 @@ class NativeModule:
         for name, data in generated.external_constants.items():
             _bind_symbol(name, data)
         if generated.pool_symbol is not None and generated.pool_symbol not in _SYMBOLS:
-            pool = aligned_empty((self.abi.pool_bytes,), np.uint8)
+            pool = aligned_empty((self.abi.pool_bytes,), np.uint8, "the pool of hoisted tensors")
             _SYMBOLS[generated.pool_symbol] = pool
             llvm.add_symbol(generated.pool_symbol, pool.ctypes.data)
         self._engine, address = _jit(self.ir, options, lambda: _engine(generated, prefix, options),
                                      f"{self.abi.prefix}_run")
         self._run = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(address)
-        self._workspace = aligned_empty((max(self.abi.workspace_bytes, 1),), np.uint8)
+        self._workspace = aligned_empty((max(self.abi.workspace_bytes, 1),), np.uint8, "the workspace of main")
         self._in = (ctypes.c_void_p * max(len(self.abi.inputs), 1))()
         self._out = (ctypes.c_void_p * max(len(self.abi.outputs), 1))()
 
@@ -141,16 +160,17 @@ class NativeModule:
     def run(self, *args: Any, **kwargs: Any) -> Any:
         """Outputs of `main` for inputs given in parameter order and/or by name (a tuple
         parameter `t` as a tuple, or as `t.0`, `t.1` ... via a mapping)."""
-        outs = [aligned_empty(spec.shape, spec.dtype) for spec in self.abi.outputs]
+        outs = [aligned_empty(spec.shape, spec.dtype, f"main's {spec.name}") for spec in self.abi.outputs]
         self.run_into(outs, *args, **kwargs)
         return _structure(self.abi.result_type, iter(outs))
 
-    def run_into(self, outputs: np.ndarray | Sequence[np.ndarray], *args: Any, **kwargs: Any) -> None:
-        """Runs `main` writing the flattened results into `outputs` (writable C-contiguous arrays
-        of the right shapes and dtypes: one array for a single output, or a sequence of them), so
-        repeated calls allocate nothing."""
+    def run_into(self, outputs: Any, *args: Any, **kwargs: Any) -> None:
+        """Runs `main` writing its results into `outputs`, so repeated calls allocate nothing:
+        writable C-contiguous arrays of the right shapes and dtypes, given as `run` returns them
+        (an array for a tensor result, nested tuples for a tuple result) or flat (a sequence in
+        depth-first order); a single output may be an array or a one-element tuple or list."""
         arrays = self.bind_inputs(args, kwargs)
-        outs = [outputs] if isinstance(outputs, np.ndarray) else list(outputs)
+        outs = _flatten_outputs(outputs)
         if len(outs) != len(self.abi.outputs):
             raise DiagnosticError(f"main has {len(self.abi.outputs)} output(s), {len(outs)} arrays given")
         for spec, o in zip(self.abi.outputs, outs):
@@ -227,6 +247,19 @@ def _check(spec: TensorSpec, value: Any) -> np.ndarray:
     if not value.flags.aligned:   # a view at an odd byte offset: the ABI needs element alignment
         return value.copy()
     return value
+
+
+def _flatten_outputs(outputs: Any) -> list[Any]:
+    """Output arrays in depth-first order from an array or (nested) tuples and lists of them."""
+    flat: list[Any] = []
+    stack = [outputs]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (tuple, list)):
+            stack.extend(reversed(item))
+        else:
+            flat.append(item)
+    return flat
 
 
 def _structure(t: Type | None, outs: Any) -> Any:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import Decimal
 from bisect import bisect_right
 from collections.abc import Iterator
 from itertools import accumulate
@@ -181,11 +182,27 @@ def _bad_character(src: SourceText, start: int) -> DiagnosticError:
 _INT_BODY = re.compile(r"[0-9]+")
 _FLOAT_BODY = re.compile(r"[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?")
 _INT_RANGE = {8: (-2**7, 2**7 - 1), 16: (-2**15, 2**15 - 1), 32: (-2**31, 2**31 - 1), 64: (-2**63, 2**63 - 1)}
-_FLOAT_MAX = {16: 65504.0, 32: float(np.finfo(np.float32).max), 64: float(np.finfo(np.float64).max)}
+_INT64_DIGITS = 19   # no longer run of digits fits any integer width (and int() refuses thousands)
+_FLOATS = {16: np.float16, 32: np.float32, 64: np.float64}
 
 
 class LiteralError(ValueError):
     """A malformed or out-of-range number; the parser locates it at the token."""
+
+
+def _shown(text: str) -> str:
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _split(text: str) -> tuple[bool, str, str]:
+    """(negative, digits, suffix) of a NUMBER token: an odd run of leading `-` negates."""
+    body = text.lstrip("-")
+    negative = (len(text) - len(body)) % 2 == 1
+    for marker in ("f", "i"):
+        at = body.find(marker)
+        if at >= 0 and body != "inff":
+            return negative, body[:at], body[at:]
+    return negative, body, ""
 
 
 def number_value(text: str) -> tuple[int | float, str]:
@@ -194,38 +211,69 @@ def number_value(text: str) -> tuple[int | float, str]:
     Rules (TVM's tokenizer): an odd run of leading `-` negates; suffix `f`/`fN` makes a float
     (width 16, 32 or 64), `i`/`iN` an integer (8, 16, 32, 64); without a suffix an integer is
     int32, or int64 if it does not fit; a value out of range for its width is an error, and a
-    number with a fraction or exponent but no `f` is an error.
+    number with a fraction or exponent but no `f` is an error. A float's value is the double
+    nearest its digits; it is out of range only if the digits round to infinity in its width
+    (so `3.4028235e+38f`, what numpy prints for the largest float32, is in range).
     """
-    body = text.lstrip("-")
-    negative = (len(text) - len(body)) % 2 == 1
+    negative, body, suffix = _split(text)
     if body == "inff":
         return (-math.inf if negative else math.inf), "float32"
-    suffix = ""
-    for marker in ("f", "i"):
-        at = body.find(marker)
-        if at >= 0:
-            body, suffix = body[:at], body[at:]
-            break
     if suffix.startswith("f"):
         width = int(suffix[1:] or 32)
-        if width not in _FLOAT_MAX:
-            raise LiteralError(f"invalid float width {width} in `{text}` (use f16, f32 or f64)")
+        if width not in _FLOATS:
+            raise LiteralError(f"invalid float width {width} in `{_shown(text)}` (use f16, f32 or f64)")
         if not _FLOAT_BODY.fullmatch(body):
-            raise LiteralError(f"invalid floating point number `{text}`")
+            raise LiteralError(f"invalid floating point number `{_shown(text)}`")
         value = float(body)
-        if math.isinf(value) or value > _FLOAT_MAX[width]:
-            raise LiteralError(f"floating point number `{text}` unrepresentable in width {width}")
+        if math.isinf(_nearest(body, value, width)):
+            raise LiteralError(f"floating point number `{_shown(text)}` unrepresentable in width {width}")
         return (-value if negative else value), f"float{width}"
     if not _INT_BODY.fullmatch(body):
         hint = "; a floating point literal needs an `f` suffix, e.g. `1.5f`" if _FLOAT_BODY.fullmatch(body) else ""
-        raise LiteralError(f"invalid integer number `{text}`{hint}")
-    value = -int(body) if negative else int(body)
+        raise LiteralError(f"invalid integer number `{_shown(text)}`{hint}")
     width = int(suffix[1:] or 32) if suffix else 32
     if width not in _INT_RANGE:
-        raise LiteralError(f"invalid integer width {width} in `{text}` (use i8, i16, i32 or i64)")
+        raise LiteralError(f"invalid integer width {width} in `{_shown(text)}` (use i8, i16, i32 or i64)")
+    digits = body.lstrip("0") or "0"
+    value = (-int(digits) if negative else int(digits)) if len(digits) <= _INT64_DIGITS else None
     low, high = _INT_RANGE[width]
-    if not low <= value <= high:
-        if not suffix and _INT_RANGE[64][0] <= value <= _INT_RANGE[64][1]:
+    if value is None or not low <= value <= high:
+        if not suffix and value is not None and _INT_RANGE[64][0] <= value <= _INT_RANGE[64][1]:
             return value, "int64"   # TVM: an unsuffixed literal too big for int32 is int64
-        raise LiteralError(f"integer literal `{text}` unrepresentable in width {width}")
+        raise LiteralError(f"integer literal `{_shown(text)}` unrepresentable in width {width}")
     return value, f"int{width}"
+
+
+def float_literal(text: str) -> np.floating:
+    """A float NUMBER token's value as a scalar of its dtype, its digits rounded once to that
+    width (call after `number_value` accepted the token)."""
+    negative, body, suffix = _split(text)
+    if body == "inff":
+        return np.float32(-math.inf if negative else math.inf)
+    near = _nearest(body, float(body), int(suffix[1:] or 32))
+    return -near if negative else near
+
+
+def _nearest(digits: str, value: float, width: int) -> np.floating:
+    """The float of `width` bits nearest the decimal `digits` (≥ 0), whose nearest double is `value`.
+
+    Rounding through the double (rounding twice) differs from rounding once only when the double
+    lands exactly halfway between two floats of the width while the digits do not: then the
+    digits, compared exactly, decide.
+    """
+    kind = _FLOATS[width]
+    with np.errstate(over="ignore"):
+        near = kind(value)
+        if width == 64 or math.isinf(value) or float(near) == value:
+            return near
+        other = np.nextafter(near, kind(math.inf if float(near) < value else 0))
+        low, high = sorted((float(near), float(other)))
+        if math.isinf(high):
+            high = 2.0 ** np.finfo(kind).maxexp   # where the next float would be, were there one
+        middle = (low + high) / 2   # exact: both are floats of a narrower width
+        if value != middle:
+            return near
+        exact = Decimal(digits)
+        if exact == Decimal(middle):
+            return near   # a true tie: numpy's round-half-to-even is the rule
+        return kind(high) if exact > Decimal(middle) else kind(low)

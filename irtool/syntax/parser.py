@@ -27,12 +27,13 @@ from irtool.ir.expr import (EMPTY_ATTRS, Attrs, Call, Constant, Expr, Function, 
 from irtool.ir.module import IRModule
 from irtool.ir.tir import PrimFunc
 from irtool.core.span import Span
-from irtool.ir.types import (Any as AnyDim, FuncType, IncompleteType, RefType, TensorType, TupleType, Type,
-                             TypeCall, TypeVar, parse_dtype)
+from irtool.ir.types import (MAX_TYPE_DEPTH, Any as AnyDim, CompoundType, FuncType, IncompleteType, RefType,
+                             TensorType, TupleType, Type, TypeCall, TypeVar, parse_dtype, type_arity_message,
+                             unknown_dtype_message)
 from irtool.ops.registry import OpDef, get_op, op_names
 from irtool.syntax import parse_engine
 from irtool.core.diagnostics import SOURCES, Diagnostic, DiagnosticError, suggest
-from irtool.syntax.lexer import Lexer, LiteralError, SourceText, Token, number_value, tokenize
+from irtool.syntax.lexer import Lexer, LiteralError, SourceText, Token, float_literal, number_value, tokenize
 from irtool.syntax.parse_metadata import CONSTANT_KIND, MetadataError, constant_array, parse_metadata_json
 from irtool.syntax.tir_builder import TirActions
 
@@ -42,9 +43,8 @@ _STARTS = ["module", "expression"]
 _MODULE_KEYWORDS = ("def", "type", "extern", "primfn")
 _INFIX_OPS = {"*": "multiply", "/": "divide", "+": "add", "-": "subtract", "<": "less", ">": "greater",
               "<=": "less_equal", ">=": "greater_equal", "==": "equal", "!=": "not_equal"}
-_DTYPE_PREFIXES = ("int", "uint", "float", "bool")
-_NUMPY_DTYPES = {name: np.dtype(name) for name in
-                 ("int8", "int16", "int32", "int64", "float16", "float32", "float64", "bool")}
+_DTYPE_PREFIXES = ("int", "uint", "float", "bfloat", "bool")
+_NUMPY_DTYPES = {name: np.dtype(name) for name in ("int8", "int16", "int32", "int64")}
 
 _grammar_cache: tuple[parse_engine.Table, Lexer] | None = None
 
@@ -237,16 +237,27 @@ class _Builder(TirActions):
         self.type_defs: dict[str, TypeData] = {}
         self.functions: dict[str, tuple[Function, Span]] = {}
         self.global_uses: list[Token] = []
-        self.adt_uses: list[Token] = []
+        self.adt_uses: list[tuple[Token, int]] = []   # an ADT name and how many type arguments it is given
         self.adt: tuple[str, int] | None = None   # the type definition being read, next tag
         self.opdefs: dict[str, OpDef | None] = {}
         self.constants: dict[int, np.ndarray] = {}
         self.normalized: dict[tuple[str, object], Attrs] = {}
         self.numbers: dict[str, tuple[int | float, str]] = {}
+        self.floats: dict[str, np.floating] = {}
         self.int_lists: dict[str, tuple[int, ...]] = {}
 
     def error(self, message: str, start: int, end: int) -> DiagnosticError:
         return self.src.error(message, start, end)
+
+    @staticmethod
+    def check_distinct(what: str, names: list[tuple[str, Span | None]]) -> None:
+        """One binder binds each name once: an error at the second binding, a note at the first."""
+        first: dict[str, Span | None] = {}
+        for name, span in names:
+            if name in first:
+                raise DiagnosticError(f"duplicate {what} `{name}`", span,
+                                      notes=[Diagnostic("note", "first bound here", first[name])])
+            first[name] = span
 
     def token_error(self, message: str, token: Token) -> DiagnosticError:
         return self.src.error(message, token[2], token[3])
@@ -265,11 +276,15 @@ class _Builder(TirActions):
                 hint = suggest(name, set(self.functions))
                 raise self.token_error(f"undefined global `@{name}`" + (f"; did you mean `@{hint}`?" if hint else ""),
                                        token)
-        for token in self.adt_uses:
-            if token[1] not in self.type_defs:
+        for token, given in self.adt_uses:
+            data = self.type_defs.get(token[1])
+            if data is None:
                 hint = suggest(token[1], set(self.type_defs))
                 raise self.token_error(f"undefined type `{token[1]}`" + (f"; did you mean `{hint}`?" if hint else ""),
                                        token)
+            message = type_arity_message(data.name, len(data.type_params), given)
+            if message is not None:
+                raise self.token_error(message, token)
         mod.metadata = {k: list(v) for k, v in self.meta.items() if k != CONSTANT_KIND}
         return mod
 
@@ -355,6 +370,7 @@ class _Builder(TirActions):
         tparams, fn_params, ret_type = ch
         tvars, type_scope = tparams if tparams is not None else ([], None)
         params, attrs = fn_params if fn_params is not None else ([], None)
+        self.check_distinct("parameter", [("%" + p.name_hint, p.span) for p in params])
         scope = _Scope(self.env, [(p.name_hint, p) for p in params])
         return _FnSig(params, self.attrs_of(attrs), ret_type, tvars, scope, type_scope)
 
@@ -384,6 +400,7 @@ class _Builder(TirActions):
         return Var(token[1][1:], ty, self.span(start, end), self.attrs_of(attrs))
 
     def type_params(self, ch: list[Any], start: int, end: int) -> tuple[list[TypeVar], _Scope]:
+        self.check_distinct("type parameter", [(token[1], self.span(token[2], token[3])) for token in ch[0]])
         tvars = [TypeVar(token[1]) for token in ch[0]]
         return tvars, _Scope(self.type_env, [(tv.name, tv) for tv in tvars])
 
@@ -424,7 +441,12 @@ class _Builder(TirActions):
     def free_var(self, ch: list[Any], start: int, end: int) -> None:
         token, ty = ch
         name = token[1][1:]
-        self.free_vars[name] = Var(name, IncompleteType() if ty is None else ty, self.span(token[2], token[3]))
+        span = self.span(token[2], token[3])
+        earlier = self.free_vars.get(name)
+        if earlier is not None:
+            raise DiagnosticError(f"duplicate `free_var %{name}`", span,
+                                  notes=[Diagnostic("note", "first declared here", earlier.span)])
+        self.free_vars[name] = Var(name, IncompleteType() if ty is None else ty, span)
 
     def after_binding(self, ch: list[Any], start: int, end: int) -> Expr:
         return ch[1]
@@ -437,12 +459,9 @@ class _Builder(TirActions):
 
     def clause_head(self, ch: list[Any], start: int, end: int) -> tuple[Pattern, _Scope]:
         pattern = ch[0]
-        bindings: dict[str, Var] = {}
-        for var in pattern.bound_vars():
-            if var.name_hint in bindings:
-                raise self.error(f"`%{var.name_hint}` is bound twice in this pattern", start, end)
-            bindings[var.name_hint] = var
-        return pattern, _Scope(self.env, list(bindings.items()))
+        variables = pattern.bound_vars()
+        self.check_distinct("pattern variable", [("%" + v.name_hint, v.span) for v in variables])
+        return pattern, _Scope(self.env, [(v.name_hint, v) for v in variables])
 
     def clause(self, ch: list[Any], start: int, end: int) -> Clause:
         (pattern, scope), rhs = ch
@@ -506,8 +525,18 @@ class _Builder(TirActions):
                 raise self.token_error(str(exc), token) from None
         return known
 
+    def float_of(self, token: Token) -> np.floating:
+        """A float literal rounded once to its width (not through a double)."""
+        known = self.floats.get(token[1])
+        if known is None:
+            self.number_of(token)   # the checks
+            known = self.floats[token[1]] = float_literal(token[1])
+        return known
+
     def number(self, ch: list[Any], start: int, end: int) -> Constant:
         value, dtype = self.number_of(ch[0])
+        if dtype[0] == "f":
+            return Constant(np.array(self.float_of(ch[0])), self.span(start, end))
         return Constant(np.array(value, dtype=_NUMPY_DTYPES[dtype]), self.span(start, end))
 
     def boolean(self, ch: list[Any], start: int, end: int) -> Constant:
@@ -683,25 +712,31 @@ class _Builder(TirActions):
         return tuple(ch[0])
 
     # -- types
+    def nested(self, t: CompoundType, start: int) -> CompoundType:
+        """`t`, unless it nests deeper than any type may: then an error at its first token."""
+        if t.depth > MAX_TYPE_DEPTH:
+            raise self.error(f"type nested too deeply (limit {MAX_TYPE_DEPTH})", start, start + 1)
+        return t
+
     def tuple_type_empty(self, ch: list[Any], start: int, end: int) -> TupleType:
         return TupleType(())
 
-    def tuple_type(self, ch: list[Any], start: int, end: int) -> TupleType:
-        return TupleType(tuple(ch[0]))
+    def tuple_type(self, ch: list[Any], start: int, end: int) -> CompoundType:
+        return self.nested(TupleType(tuple(ch[0])), start)
 
-    def func_type(self, ch: list[Any], start: int, end: int) -> FuncType:
+    def func_type(self, ch: list[Any], start: int, end: int) -> CompoundType:
         tparams, args, ret = ch
         tvars: list[TypeVar] = []
         if tparams is not None:
             tvars, scope = tparams
             scope.pop(self.type_env)
-        return FuncType(tuple(args or ()), ret, tuple(tvars))
+        return self.nested(FuncType(tuple(args or ()), ret, tuple(tvars)), start)
 
     def tensor_type(self, ch: list[Any], start: int, end: int) -> TensorType:
         shape, token = ch
         dtype = parse_dtype(token[1])
         if dtype is None:
-            raise self.token_error(f"unknown dtype `{token[1]}`", token)
+            raise self.token_error(unknown_dtype_message(token[1]), token)
         return TensorType(tuple(shape), dtype)
 
     def named_type(self, ch: list[Any], start: int, end: int) -> Type:
@@ -710,28 +745,28 @@ class _Builder(TirActions):
         if name.startswith(_DTYPE_PREFIXES):
             dtype = parse_dtype(name)
             if dtype is None:
-                raise self.token_error(f"unknown dtype `{name}`", token)
+                raise self.token_error(unknown_dtype_message(name), token)
             return TensorType((), dtype)
         tvar = self.type_env.get(name)
         if tvar is not None:
             return tvar
         return self.adt_type(token, ())
 
-    def type_call(self, ch: list[Any], start: int, end: int) -> TypeCall:
+    def type_call(self, ch: list[Any], start: int, end: int) -> Type:
         token, args = ch
         if token[1] in self.type_env or token[1].startswith(_DTYPE_PREFIXES):
             raise self.token_error(f"`{token[1]}` does not take type arguments", token)
         return self.adt_type(token, tuple(args))
 
-    def adt_type(self, token: Token, args: tuple[Type, ...]) -> TypeCall:
+    def adt_type(self, token: Token, args: tuple[Type, ...]) -> Type:
         if "." in token[1]:
             raise self.token_error(f"`{token[1]}` is not a type", token)
         if self.module_mode:
-            self.adt_uses.append(token)
-        return TypeCall(token[1], args)
+            self.adt_uses.append((token, len(args)))
+        return self.nested(TypeCall(token[1], args), token[2])
 
-    def ref_type(self, ch: list[Any], start: int, end: int) -> RefType:
-        return RefType(ch[0])
+    def ref_type(self, ch: list[Any], start: int, end: int) -> CompoundType:
+        return self.nested(RefType(ch[0]), start)
 
     def incomplete_type(self, ch: list[Any], start: int, end: int) -> IncompleteType:
         return IncompleteType()

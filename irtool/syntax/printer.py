@@ -28,7 +28,9 @@ from irtool.ir.expr import (Call, Constant, Expr, Function, GlobalVar, If, Let, 
                             RefWrite, Tuple, TupleGetItem, Var)
 from irtool.ir.module import IRModule
 from irtool.ir.tir import PrimFunc
-from irtool.ir.types import IncompleteType, Type, type_to_text
+from irtool.core.diagnostics import DiagnosticError
+from irtool.core.span import Span
+from irtool.ir.types import IncompleteType, Type, type_text_prefix
 from irtool.ir.visitor import free_vars
 from irtool.syntax.text_format import Entries, flatten_entries, float_text, format_attrs
 from irtool.syntax.tir_printer import primfunc_entries
@@ -38,6 +40,11 @@ VERSION_HEADER = '#[version = "0.0.5"]'
 # Constants with at most this many elements list their values in the metadata JSON; larger ones
 # store raw little-endian bytes as base64 (docs/architecture.md pins this).
 MAX_LISTED_ELEMENTS = 64
+
+# The longest type text the printer writes. Text has no sharing, so a type whose parts are shared
+# (the type of a chain of `(%a, %a)` tuples) is written out exponentially longer than it is; such a
+# type is refused, at the value it belongs to, rather than printed for hours.
+MAX_TYPE_TEXT = 1 << 20
 
 # Nodes that always print in place (TVM's `AlwaysInline`).
 _ATOMS = frozenset({Var, Constant, Op, GlobalVar, Constructor})
@@ -57,7 +64,10 @@ Text = str | Entries  # a one-line text, or the entries of a multi-line one (fir
 
 
 def print_type(ty: Type) -> str:
-    return type_to_text(ty)
+    """A type's text for display (hover, graph labels): cut short with `...` after
+    `MAX_TYPE_TEXT` characters, since a type with shared parts can be exponentially long."""
+    text, whole = type_text_prefix(ty, MAX_TYPE_TEXT)
+    return text if whole else text + "..."
 
 
 def print_program(prog: IRModule | Expr, show_types: bool = False,
@@ -80,7 +90,7 @@ def print_module(mod: IRModule, show_types: bool = False) -> str:
         if not first:
             entries.append("")
         first = False
-        entries.extend(_type_def_entries(mod.type_defs[name]))
+        entries.extend(printer.type_def_entries(mod.type_defs[name]))
     for name in sorted(mod.functions):
         if not first:
             entries.append("")
@@ -108,17 +118,6 @@ def _finish(entries: Entries, printer: _Printer, metadata: dict[str, list[object
         lines.append(meta)
     lines.append("")
     return "\n".join(lines)
-
-
-def _type_def_entries(data: TypeData) -> Entries:
-    tparams = "[" + ", ".join(tv.name for tv in data.type_params) + "]" if data.type_params else ""
-    if data.extern:
-        return [f"extern type {data.name}{tparams}"]
-    ctors: Entries = []
-    for ctor in data.constructors:
-        args = "(" + ", ".join(type_to_text(t) for t in ctor.inputs) + ")" if ctor.inputs else ""
-        ctors.append(f"{ctor.name}{args},")
-    return [f"type {data.name}{tparams} {{", ctors, "}"]
 
 
 def scalar_literal(data: np.ndarray) -> str | None:
@@ -241,6 +240,7 @@ class _Printer:
         self.attr_texts: dict[int, str] = {}
         self.type_texts: dict[Type, str] = {}
         self.type_ids: dict[int, str] = {}  # a first lookup by identity: type hashing is slow
+        self.where: Span | None = None  # the definition being printed: where a node without a span is
         self.literals: dict[tuple[str, bytes], str] = {}  # "" = no literal form
 
     # --- names and atoms -------------------------------------------------------------------------
@@ -280,19 +280,35 @@ class _Printer:
         if var.attrs:
             text += " {" + format_attrs(var.attrs) + "}"
         if var.type_annotation is not None:
-            text += ": " + self.type_text(var.type_annotation)
+            text += ": " + self.type_text(var.type_annotation, var.span)
         if self.show_types and var.checked_type is not None:
-            text += f" /* ty={type_to_text(var.checked_type)} */"
+            text += f" /* ty={self.type_text(var.checked_type, var.span)} */"
         return text
 
-    def type_text(self, ty: Type) -> str:
+    def type_text(self, ty: Type, at: Span | None) -> str:
+        """The text of a type (the IR holds the type, so its id is stable while printing); a
+        located error when it is longer than `MAX_TYPE_TEXT`."""
         text = self.type_ids.get(id(ty))
         if text is None:
             text = self.type_texts.get(ty)
             if text is None:
-                text = self.type_texts[ty] = type_to_text(ty)
+                text, whole = type_text_prefix(ty, MAX_TYPE_TEXT)
+                if not whole:
+                    raise DiagnosticError(f"type too long to print: more than {MAX_TYPE_TEXT} characters written "
+                                          "out (a part shared in the type is written at each use)", at or self.where)
+                self.type_texts[ty] = text
             self.type_ids[id(ty)] = text
         return text
+
+    def type_def_entries(self, data: TypeData) -> Entries:
+        tparams = "[" + ", ".join(tv.name for tv in data.type_params) + "]" if data.type_params else ""
+        if data.extern:
+            return [f"extern type {data.name}{tparams}"]
+        ctors: Entries = []
+        for ctor in data.constructors:
+            args = "(" + ", ".join(self.type_text(t, ctor.span) for t in ctor.inputs) + ")" if ctor.inputs else ""
+            ctors.append(f"{ctor.name}{args},")
+        return [f"type {data.name}{tparams} {{", ctors, "}"]
 
     def atom(self, node: Expr) -> str:
         t = type(node)
@@ -310,7 +326,7 @@ class _Printer:
             if not text:
                 text = f"meta[relay.Constant][{self.constant_slot(data)}]"
             if self.show_types and node.checked_type is not None:
-                text += f" /* ty={type_to_text(node.checked_type)} */"
+                text += f" /* ty={self.type_text(node.checked_type, node.span)} */"
         elif t is GlobalVar:
             text = "@" + node.name_hint  # type: ignore[attr-defined]
         elif t is Op:
@@ -333,6 +349,7 @@ class _Printer:
 
     def definition(self, name: str, func: Function) -> Entries:
         self.memo = {}
+        self.where = func.span
         params = self.params_text(func)
         block = self.scope(func.body)
         return [self.fn_header(f"def @{name}", func, params), block, "}"]
@@ -343,10 +360,9 @@ class _Printer:
             parts.append(format_attrs(func.attrs))
         return ", ".join(parts)
 
-    @staticmethod
-    def fn_header(prefix: str, func: Function, params: str) -> str:
+    def fn_header(self, prefix: str, func: Function, params: str) -> str:
         tparams = "[" + ", ".join(tv.name for tv in func.type_params) + "]" if func.type_params else ""
-        ret = f"-> {type_to_text(func.ret_type)} " if func.ret_type is not None else ""
+        ret = f"-> {self.type_text(func.ret_type, func.span)} " if func.ret_type is not None else ""
         return f"{prefix}{tparams}({params}) {ret}{{"
 
     def scope(self, root: Expr) -> Entries:
@@ -648,7 +664,7 @@ class _Printer:
         else:
             raise TypeError(f"cannot print {type(node).__name__}")
         if self.show_types and node.checked_type is not None:
-            annotation = f" /* ty={type_to_text(node.checked_type)} */"
+            annotation = f" /* ty={self.type_text(node.checked_type, node.span)} */"
             if type(text) is str:
                 text += annotation
             else:

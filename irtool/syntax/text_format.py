@@ -79,7 +79,8 @@ def float_text(value: np.floating) -> str:
     if -4 <= int(exponent) < max(6, digits):
         return np.format_float_positional(value, unique=True, trim="-")
     if abs(float(text)) > float(np.finfo(value.dtype).max):
-        # Near the top of the range the shortest digits can exceed the maximum, which a parser
-        # (TVM's too) rejects as out of range; the exact double value is within it.
+        # Near the top of the range the shortest digits can exceed the maximum, which TVM's
+        # parser rejects as out of range (irtool's accepts what rounds to a finite value); the
+        # exact double value is within it.
         return repr(float(value))
     return text

@@ -11,16 +11,19 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import numpy as np
+
 from irtool.ir.expr import Attrs
 from irtool.core.span import Span
-from irtool.ir.tir import (INTRINSICS, LOOP_KINDS, SCOPES, SYMBOL_OPS, Allocate, AssertStmt, BinaryOp, Broadcast,
+from irtool.ir.tir import (BIT_OPS, INTRINSICS, LOOP_KINDS, SCOPES, SYMBOL_OPS, Allocate, AssertStmt, BinaryOp, Broadcast,
                            Buffer, BufferLoad, BufferStore, Call, Cast, Evaluate, FloatImm, For, IfExpr, IfThenElse,
                            IntImm, LetStmt, Not, PrimExpr, PrimFunc, Ramp, Select, Stmt, Var, int_range, is_float,
-                           is_int, lanes_of, seq, tir_dtype)
+                           is_int, lanes_of, seq)
 from irtool.core.diagnostics import Diagnostic, DiagnosticError, suggest
+from irtool.ir.types import parse_dtype, unknown_dtype_message
 from irtool.syntax.lexer import SourceText, Token
 
-_BINARY_CALLS = ("floordiv", "floormod", "min", "max", "and", "or")
+_BINARY_CALLS = ("floordiv", "floormod", "min", "max", "and", "or", *BIT_OPS)
 _BUILTINS = (*_BINARY_CALLS, "not", "select", "if_then_else", "ramp", "broadcast", *INTRINSICS)
 _KIND_NAMES = {"range": "serial", **{kind: kind for kind in LOOP_KINDS if kind != "serial"}}
 _BUFFER_OPTIONS = ("strides", "align", "scope")
@@ -43,12 +46,13 @@ class _LetMark:
 
 class TirActions:
     """TIR rule actions. The host class (the Relay `_Builder`) provides `src`, `span`,
-    `functions`, `number_of` and `attrs_of`; TIR state is (re)made at each `primfn` signature."""
+    `functions`, `number_of`, `float_of` and `attrs_of`; TIR state is (re)made at each `primfn` signature."""
 
     src: SourceText
     span: Callable[[int, int], Span]
     functions: dict[str, tuple[Any, Span]]
     number_of: Callable[[Token], tuple[int | float, str]]
+    float_of: Callable[[Token], np.floating]
     attrs_of: Callable[[Any], Attrs]
     tir_env: dict[str, Var | Buffer]
     tir_blocks: list[_Undo]
@@ -124,9 +128,9 @@ class TirActions:
     def tir_buffer_spec(self, shape: list[Any], token: Token, attrs: Any, start: int, end: int) -> _BufferSpec:
         if not all(type(d) is int for d in shape):
             raise self.src.error("a buffer shape holds integers only", start, end)
-        dtype = tir_dtype(token[1])
+        dtype = parse_dtype(token[1])
         if dtype is None:
-            raise self.src.error(f"unknown dtype `{token[1]}`", token[2], token[3])
+            raise self.src.error(unknown_dtype_message(token[1]), token[2], token[3])
         options = {} if attrs is None else attrs.values
         for key, key_token in ({} if attrs is None else attrs.keys).items():
             if key not in _BUFFER_OPTIONS:
@@ -209,9 +213,9 @@ class TirActions:
         token, type_token, value = ch
         dtype = value.dtype
         if type_token is not None:
-            dtype = tir_dtype(type_token[1])
+            dtype = parse_dtype(type_token[1])
             if dtype is None:
-                raise self.src.error(f"unknown dtype `{type_token[1]}`", type_token[2], type_token[3])
+                raise self.src.error(unknown_dtype_message(type_token[1]), type_token[2], type_token[3])
         var = Var(token[1][1:], dtype, self.span(token[2], token[3]))
         self.tir_bind(self.tir_blocks[-1], var.name, var)
         return _LetMark(var, value, self.span(start, end))
@@ -234,7 +238,7 @@ class TirActions:
         value, dtype = self.number_of(ch[0])
         if dtype.startswith("int"):
             return IntImm(int(value), dtype, self.span(start, end))
-        return FloatImm(float(value), dtype, self.span(start, end))
+        return FloatImm(float(self.float_of(ch[0])), dtype, self.span(start, end))
 
     def tir_bool(self, ch: list[Any], start: int, end: int) -> IntImm:
         return IntImm(ch[0][1] == "True", "bool", self.span(start, end))
@@ -268,7 +272,7 @@ class TirActions:
         args = args or []
         name = token[1]
         span = self.span(start, end)
-        dtype = tir_dtype(name)
+        dtype = parse_dtype(name)
         if dtype is not None:
             self.tir_arity(token, args, 1)
             return _cast(dtype, args[0], span)

@@ -15,7 +15,7 @@ import numpy as np
 
 from irtool.eval.tir_interp import INTRINSIC_IMPLS
 from irtool.core.span import Span
-from irtool.ir.tir import (Broadcast, FloatImm, IntImm, PrimExpr, element_of, is_bool, is_float, is_int, lanes_of)
+from irtool.ir.tir import (BIT_OPS, Broadcast, FloatImm, IntImm, PrimExpr, element_of, is_bool, is_float, is_int, lanes_of)
 
 Number = int | float
 
@@ -98,7 +98,23 @@ def fold_binary(op: str, a: Number, b: Number, dtype: str) -> Number | None:
         return int(bool(a) and bool(b))
     if op == "or":
         return int(bool(a) or bool(b))
+    if op in BIT_OPS:
+        return _fold_bits(op, a, b, elem)
     return int(_compare(op, a, b))
+
+
+def _fold_bits(op: str, a: int, b: int, elem: str) -> int:
+    """Bit operations on two's-complement values (Python's `&`, `|`, `^` and `>>` already are)."""
+    if op == "bitwise_and":
+        return a & b
+    if op == "bitwise_or":
+        return a | b
+    if op == "bitwise_xor":
+        return a ^ b
+    in_range = 0 <= b < np.iinfo(elem).bits
+    if op == "shift_left":
+        return wrap(a << b, elem) if in_range else 0
+    return a >> b if in_range else (-1 if a < 0 else 0)
 
 
 def _compare(op: str, a: object, b: object) -> bool:

@@ -1,5 +1,6 @@
-"""What every irtool command-line tool shares: reading input, writing output atomically, and
-turning errors into `file:line:col: error: ...` text with the right exit status.
+"""What every irtool command-line tool shares: reading input, and turning errors into
+`file:line:col: error: ...` text (`irtool-xxx: error: ...` when an error concerns no place in a
+file) with the right exit status. Output goes through `irtool.tools.output`.
 
 Exit statuses: 0 success, 1 an error in the input (or any other failure), 2 a usage error
 (argparse's own convention), 130 interrupted.
@@ -8,15 +9,15 @@ Exit statuses: 0 success, 1 an error in the input (or any other failure), 2 a us
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
-import tempfile
 import traceback
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from irtool.core.span import Span
-from irtool.core.diagnostics import SOURCES, DiagnosticError, render_error
+from irtool.core.diagnostics import SOURCES, DiagnosticError, render
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -27,6 +28,27 @@ STDIN_NAME = "<stdin>"
 
 # Set to see the Python traceback behind an "internal" error (for irtool developers).
 TRACEBACK_ENV = "IRTOOL_TRACEBACK"
+
+
+def add_input_shape_option(ap: argparse.ArgumentParser) -> None:
+    """`--input-shape NAME=D0,D1,...` (repeatable): the sizes of an ONNX graph input's axes."""
+    ap.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
+                    help="with an .onnx model: the shape of a graph input whose axes are symbolic (repeatable)")
+
+
+def parse_shapes(items: Sequence[str]) -> dict[str, tuple[int, ...]]:
+    """The `--input-shape` values by input name."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for item in items:
+        name, sep, dims = item.partition("=")
+        try:
+            shape = tuple(int(d) for d in dims.split(",")) if dims.strip() else ()
+        except ValueError:
+            shape = (-1,)
+        if not sep or not name or any(d < 0 for d in shape):
+            raise DiagnosticError(f"--input-shape expects NAME=D0,D1,... with non-negative sizes, got `{item}`")
+        shapes[name] = shape
+    return shapes
 
 
 def read_source(path: str) -> tuple[str, str]:
@@ -58,63 +80,14 @@ def decode_source(name: str, data: bytes) -> str:
         raise DiagnosticError(message, Span(name, line, col, line, col + 1)) from None
 
 
-def write_output(path: str | None, text: str) -> None:
-    """Write `text` to `path` (standard output for None or `-`), never leaving a partial file.
-
-    The text goes to a temporary file in the target's directory that then replaces the target in
-    one `os.replace`, so a failure (or `-o` naming the input) leaves the old file intact.
-    """
-    if path is None or path == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    target = os.path.abspath(path)
-    try:
-        mode = os.stat(target).st_mode & 0o7777
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    except OSError as exc:
-        raise DiagnosticError(f"cannot write '{path}': {exc.strerror or exc}") from None
-    replace_file(path, lambda temp: _write_text(temp, text), mode)
-
-
-def _write_text(path: str, text: str) -> None:
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        f.write(text)
-
-
-def replace_file(path: str, produce: Callable[[str], None], mode: int) -> None:
-    """`produce(temp)` writes a temporary file beside `path`, which then replaces `path` at once.
-
-    On any failure the temporary file is removed and the old `path` is left as it was.
-    """
-    target = os.path.abspath(path)
-    try:
-        fd, temp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=f".{os.path.basename(target)}.",
-                                    suffix=".tmp")
-        os.close(fd)
-    except OSError as exc:
-        raise DiagnosticError(f"cannot write '{path}': {exc.strerror or exc}") from None
-    try:
-        produce(temp)
-        os.chmod(temp, mode)
-        os.replace(temp, target)
-    except BaseException as exc:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
-        if isinstance(exc, OSError):
-            raise DiagnosticError(f"cannot write '{path}': {exc.strerror or exc}") from None
-        raise
-
-
-def report(err: DiagnosticError, stream: TextIO | None = None) -> None:
-    """Print a diagnostic (with its source line and caret) to standard error."""
+def report(err: DiagnosticError, prog: str, stream: TextIO | None = None) -> None:
+    """Print the diagnostics (with source line and caret) to standard error; one that concerns no
+    place in a file is prefixed with the tool's name, as LLVM's tools do (`irtool-run: error: ...`)."""
     stream = sys.stderr if stream is None else stream
-    stream.write(render_error(err) + "\n")
+    for diag in err.diagnostics:
+        if diag.span is None:  # (a message that already starts with the name keeps one)
+            diag = dataclasses.replace(diag, message=diag.message.removeprefix(f"{prog}: "))
+        stream.write((render(diag) if diag.span is not None else f"{prog}: {render(diag)}") + "\n")
 
 
 def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace | int:
@@ -123,6 +96,15 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> a
         return parser.parse_args(argv)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+
+
+def usage_error(parser: argparse.ArgumentParser, message: str) -> int:
+    """argparse's usage message and exit status for a check argparse cannot express."""
+    try:
+        parser.error(message)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    return EXIT_USAGE
 
 
 def cli_main(prog: str, parser: argparse.ArgumentParser, argv: Sequence[str] | None,
@@ -143,7 +125,11 @@ def run_tool(prog: str, body: Callable[[], int]) -> int:
     try:
         return body()
     except DiagnosticError as exc:
-        report(exc)
+        report(exc, prog)
+        return EXIT_ERROR
+    except MemoryError as exc:
+        # Not a bug: the program asked for more memory than the machine has.
+        sys.stderr.write(f"{prog}: error: out of memory" + (f": {exc}" if str(exc) else "") + "\n")
         return EXIT_ERROR
     except KeyboardInterrupt:
         sys.stderr.write(f"{prog}: interrupted\n")

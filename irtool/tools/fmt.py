@@ -3,9 +3,10 @@
     irtool-fmt FILE... [--check | --in-place]
 
 Without a flag the formatted text goes to standard output. `--check` changes nothing and exits 1
-listing the files that would change; `--in-place` rewrites changed files atomically. A file that
-does not parse, or whose comments cannot be placed, is reported (`file:line:col: error: ...`)
-and left alone; the others are still processed.
+listing the files that would change; `--in-place` rewrites changed files atomically (through a
+symbolic link, its target: `irtool.tools.output`). A file that does not parse, whose comments
+cannot be placed or that cannot be written is reported (`file:line:col: error: ...`) and left
+alone; the others are still processed.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from collections.abc import Sequence
 from irtool import __version__
 from irtool.editor.fmt import format_text
 from irtool.core.diagnostics import DiagnosticError
-from irtool.tools.common import EXIT_ERROR, EXIT_OK, cli_main, read_source, report, write_output
+from irtool.tools.common import EXIT_ERROR, EXIT_OK, cli_main, read_source, report
+from irtool.tools.output import write_output
 
 PROG = "irtool-fmt"
 
@@ -37,25 +39,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.in_place and "-" in args.files:
+        raise DiagnosticError("--in-place needs files, not standard input")
     status = EXIT_OK
     changed: list[str] = []
     for path in args.files:
         try:
             name, text = read_source(path)
             formatted = format_text(text, name)
+            if args.in_place and formatted != text:
+                write_output(path, formatted)
         except DiagnosticError as exc:
-            report(exc)
+            report(exc, PROG)
             status = EXIT_ERROR
             continue
         if args.check:
             if formatted != text:
                 changed.append(name)
-        elif args.in_place:
-            if path == "-":
-                raise DiagnosticError("--in-place needs files, not standard input")
-            if formatted != text:
-                write_output(path, formatted)
-        else:
+        elif not args.in_place:
             write_output(None, formatted)
     if changed:
         sys.stdout.write("".join(f"would reformat {name}\n" for name in changed))

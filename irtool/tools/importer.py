@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.printer import print_program
-from irtool.tools.common import cli_main, write_output
-from irtool.tools.run import write_npz
+from irtool.tools.common import add_input_shape_option, cli_main, parse_shapes
+from irtool.tools.output import STDOUT, check_output, write_npz, write_output
 
 PROG = "irtool-import"
 
@@ -35,25 +35,10 @@ def build_arg_parser() -> argparse.ArgumentParser:
                        help="where to write the weights (default: the output's name with .npz)")
     where.add_argument("--embed-params", action="store_true",
                        help="embed the weights as meta[relay.Constant] constants instead")
-    ap.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
-                    help="the static shape of a graph input with dynamic dimensions (repeatable)")
+    add_input_shape_option(ap)
     ap.add_argument("--print-types", action="store_true", help="annotate the output with /* ty=... */")
     ap.add_argument("-q", "--quiet", action="store_true", help="no per-stage timings on standard error")
     return ap
-
-
-def parse_shapes(items: Sequence[str]) -> dict[str, tuple[int, ...]]:
-    shapes: dict[str, tuple[int, ...]] = {}
-    for item in items:
-        name, sep, dims = item.partition("=")
-        try:
-            shape = tuple(int(d) for d in dims.split(",")) if dims.strip() else ()
-        except ValueError:
-            shape = (-1,)
-        if not sep or not name or any(d < 0 for d in shape):
-            raise DiagnosticError(f"--input-shape expects NAME=D0,D1,... with non-negative sizes, got `{item}`")
-        shapes[name] = shape
-    return shapes
 
 
 class StageTimer:
@@ -70,12 +55,17 @@ class StageTimer:
 
 def run(args: argparse.Namespace) -> int:
     from irtool.frontend.onnx import import_file
+    check_output(args.output)
+    if args.params is not None:
+        if args.params == STDOUT and args.output in (None, STDOUT):
+            raise DiagnosticError("--params -: the Relay text already goes to standard output; name a file with -o")
+        check_output(args.params, binary=True)
     timer = StageTimer(not args.quiet and sys.stderr.isatty())
     result = import_file(args.file, embed_params=args.embed_params,
                          input_shapes=parse_shapes(args.input_shape), progress=timer)
     params_path = args.params
     if result.params and not args.embed_params and params_path is None:
-        if args.output in (None, "-"):
+        if args.output in (None, STDOUT):
             raise DiagnosticError("the model has weights: name their file with --params FILE.npz "
                                   "(or use --embed-params) when writing to standard output")
         params_path = os.path.splitext(args.output)[0] + ".npz"

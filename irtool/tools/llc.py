@@ -5,14 +5,15 @@ an object file, a C header or a shared library (LLVM's `llc`).
                [--mtriple=T] [--mattr=+f,-g] [--fast-math] [--threads N] [--prefix NAME] [--pipeline P | --no-pipeline]
 
 Text outputs go to standard output unless `-o` is given; `obj` and `so` default to
-`<stem>.o` / `<stem>.so` beside the working directory. Every output is written atomically.
+`<stem>.o` / `<stem>.so` in the working directory, and go to standard output with `-o -` (never
+onto a terminal). Outputs are written as `irtool.tools.output` says.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from irtool.codegen.compile import compile_module, emit_asm, emit_llvm, emit_object, link_shared
@@ -22,7 +23,9 @@ from irtool.codegen.header import emit_header
 from irtool.target import TargetError, TargetOptions
 from irtool.ir.module import IRModule
 from irtool.core.diagnostics import DiagnosticError
-from irtool.tools.common import STDIN_NAME, parse_args, read_source, replace_file, run_tool, write_output
+from irtool.tools import argtypes
+from irtool.tools.common import STDIN_NAME, add_input_shape_option, parse_args, parse_shapes, read_source, run_tool
+from irtool.tools.output import check_output, write_file, write_output
 from irtool.tools.run import load_module
 
 PROG = "irtool-llc"
@@ -42,13 +45,14 @@ def build_arg_parser() -> argparse.ArgumentParser:
     ap.add_argument("--mattr", default=None, help="target features, e.g. +avx2,-avx512f (default: the host's "
                     "when --mcpu=native)")
     ap.add_argument("--fast-math", action="store_true", help="allow LLVM's fast-math reassociation and contraction")
-    ap.add_argument("--threads", type=int, default=1, metavar="N",
+    ap.add_argument("--threads", type=argtypes.threads, default=1, metavar="N",
                     help="run parallel loops on N threads (pthreads; link with -pthread); 1 (default) is serial")
     ap.add_argument("--prefix", default=None, help="prefix of the C symbols (default: the input file's stem)")
     lowering = ap.add_mutually_exclusive_group()
     lowering.add_argument("--pipeline", default=DEFAULT_PIPELINE,
                           help=f"passes that lower input that is not lowered yet (default: {DEFAULT_PIPELINE})")
     lowering.add_argument("--no-pipeline", action="store_true", help="require lowered input")
+    add_input_shape_option(ap)
     return ap
 
 
@@ -56,18 +60,6 @@ def default_prefix(path: str) -> str:
     if path == "-" or path == STDIN_NAME:
         return "module"
     return sanitize(Path(path).stem)
-
-
-def write_binary(path: str, produce: Callable[[str], None]) -> None:
-    """Shared libraries are executable; everything else is plain data."""
-    replace_file(path, produce, 0o755 if path.endswith(".so") else 0o644)
-
-
-def _write_bytes(data: bytes) -> Callable[[str], None]:
-    def produce(temp: str) -> None:
-        with open(temp, "wb") as f:
-            f.write(data)
-    return produce
 
 
 # The flag of each `TargetOptions` field a `TargetError` may concern.
@@ -81,36 +73,49 @@ def target_options(args: argparse.Namespace) -> TargetOptions:
                          fast_math=args.fast_math, threads=args.threads)
 
 
+def output_path(args: argparse.Namespace, prefix: str) -> str | None:
+    """Where the output goes: `-o`, else standard output for text and `<prefix>.o`/`.so` for binaries."""
+    if args.output is not None or args.emit in ("llvm", "asm", "header"):
+        return args.output
+    return f"{prefix}.{'o' if args.emit == 'obj' else 'so'}"
+
+
 def compile_file(mod: IRModule, args: argparse.Namespace, prefix: str) -> None:
     options = target_options(args)
+    out = output_path(args, prefix)
     mod = prepare(mod, options, None if args.no_pipeline else args.pipeline)
     if args.emit == "header":
         generated = generate_module(mod, prefix, options)
         if generated.abi is None:
             raise DiagnosticError("irtool-llc: --emit=header needs a `main` function")
-        write_output(args.output, emit_header(generated.abi))
+        write_output(out, emit_header(generated.abi))
         return
     art = compile_module(mod, prefix, options)
     if args.emit == "llvm":
-        write_output(args.output, emit_llvm(art))
+        write_output(out, emit_llvm(art))
     elif args.emit == "asm":
-        write_output(args.output, emit_asm(art))
+        write_output(out, emit_asm(art))
     elif args.emit == "obj":
-        write_binary(args.output or f"{prefix}.o", _write_bytes(emit_object(art)))
+        write_output(out, emit_object(art))
     else:
         obj = emit_object(art)
-        write_binary(args.output or f"{prefix}.so", lambda temp: link_shared(obj, temp))
+        write_file(out, lambda temp: link_shared(obj, temp), executable=True)
 
 
 def run(args: argparse.Namespace) -> int:
+    prefix = args.prefix if args.prefix is not None else default_prefix(args.file)
+    check_output(output_path(args, prefix), binary=args.emit in ("obj", "so"))
     if args.file.endswith(".onnx"):
         # An ONNX model compiles in one step: imported with its weights as constants.
         from irtool.frontend.onnx import import_file
-        mod = import_file(args.file, embed_params=True).module
+        mod = import_file(args.file, embed_params=True, input_shapes=parse_shapes(args.input_shape),
+                          static_shapes=True).module
     else:
+        if args.input_shape:
+            raise DiagnosticError("--input-shape applies to .onnx models")
         name, text = read_source(args.file)
         mod = load_module(name, text, "main")
-    compile_file(mod, args, args.prefix if args.prefix is not None else default_prefix(args.file))
+    compile_file(mod, args, prefix)
     return 0
 
 

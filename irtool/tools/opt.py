@@ -23,9 +23,9 @@ from irtool.core.diagnostics import SOURCES, DiagnosticError
 from irtool.syntax.parser import parse
 from irtool.syntax.printer import print_program
 from irtool.passes.manager import run_pipeline, verify
-from irtool.tools import verify_diagnostics
-from irtool.tools.common import (EXIT_ERROR, EXIT_OK, parse_args, read_source, replace_file, report, run_tool,
-                                 write_output)
+from irtool.tools import argtypes, verify_diagnostics
+from irtool.tools.common import EXIT_ERROR, EXIT_OK, parse_args, read_source, report, run_tool, usage_error
+from irtool.tools.output import STDOUT, check_output, write_file, write_output
 
 if TYPE_CHECKING:
     from irtool.passes.base import ModulePass
@@ -92,7 +92,7 @@ def _memory_report(prog: Program, source_name: str, line_offset: int, options: O
     report = memory_report(prog)
     if options.memory_timeline is not None:
         path = options.memory_timeline
-        replace_file(path, lambda temp: draw_timeline(report, temp, f"{source_name}: {report['algorithm']}"), 0o644)
+        write_file(path, lambda temp: draw_timeline(report, temp, f"{source_name}: {report['algorithm']}"))
     if options.memory_report is None:
         return
     text = format_report(report, options.memory_report)
@@ -135,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     passes = parser.add_argument_group("passes")
     passes.add_argument("-p", "--pass-pipeline", dest="pipeline", action="append", default=[],
                         metavar="PIPELINE", help="passes to run, e.g. 'inline,fuse-ops{max-depth=64}'")
-    passes.add_argument("--pass", dest="pipeline", action="append", metavar="NAME",
+    passes.add_argument("--pass", dest="pipeline", action="append", metavar="NAME", type=argtypes.non_empty,
                         help="run one more pass (repeatable; runs in command-line order with -p)")
     passes.add_argument("--list-passes", action="store_true", help="list the passes and their options, then exit")
     passes.add_argument("--print-ir-after-all", action="store_true", help="print the IR after every pass (stderr)")
@@ -164,16 +164,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isinstance(args, int):
         return args
     if args.input is None and not args.list_passes:
-        return parse_args_error(parser, "the following arguments are required: FILE")
+        return usage_error(parser, "the following arguments are required: FILE")
+    on_stdout = [flag for flag, path in (("the module (no -o)", args.output or STDOUT),
+                                         ("--memory-report-file", args.memory_report_file),
+                                         ("--memory-timeline", args.memory_timeline)) if path == STDOUT]
+    if len(on_stdout) > 1:
+        return usage_error(parser, f"{' and '.join(on_stdout)} would both go to standard output")
     return run_tool(PROG, lambda: _run(args))
-
-
-def parse_args_error(parser: argparse.ArgumentParser, message: str) -> int:
-    try:
-        parser.error(message)
-    except SystemExit as exc:
-        return int(exc.code or 2)
-    return 2
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -182,6 +179,9 @@ def _run(args: argparse.Namespace) -> int:
         sys.stdout.write(format_pass_list(list_passes()))
         return EXIT_OK
     options = _options(args)
+    check_output(args.output)
+    check_output(args.memory_report_file)
+    check_output(args.memory_timeline, binary=True)
     name, text = read_source(args.input)
     chunks = split_input(text) if args.split_input_file else [(text, 0)]
     outputs: list[str] = []
@@ -201,7 +201,7 @@ def _run(args: argparse.Namespace) -> int:
         else:
             problems = produced
         if problems:
-            report(DiagnosticError(problems[0].message, diagnostics=problems))
+            report(DiagnosticError(problems[0].message, diagnostics=problems), PROG)
             failed = True
     if failed:
         return EXIT_ERROR

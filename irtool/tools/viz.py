@@ -14,7 +14,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 
 from irtool import __version__
@@ -24,7 +23,9 @@ from irtool.ir.expr import Function
 from irtool.ir.module import IRModule
 from irtool.core.diagnostics import DiagnosticError, suggest
 from irtool.syntax.parser import parse
-from irtool.tools.common import EXIT_OK, cli_main, read_source, write_output
+from irtool.tools import argtypes
+from irtool.tools.common import EXIT_OK, cli_main, read_source
+from irtool.tools.output import check_output, write_file, write_output
 
 PROG = "irtool-viz"
 _RENDERED = {".svg": "svg", ".png": "png", ".pdf": "pdf"}
@@ -39,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("input", metavar="FILE", help="input file (`-` for standard input)")
     parser.add_argument("-p", "--passes", metavar="PIPELINE", default="",
                         help="passes to run first, e.g. 'fuse-ops' or 'fuse-ops,plan-memory'")
-    parser.add_argument("--function", default="main", help="the function to draw (default: main)")
+    parser.add_argument("--function", default="main", type=argtypes.non_empty,
+                        help="the function to draw (default: main)")
     parser.add_argument("-o", "--output", metavar="OUT",
                         help="output file: .dot/.gv (DOT), .svg/.png/.pdf (needs Graphviz); default: DOT on stdout")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -73,6 +75,7 @@ def _run(args: argparse.Namespace) -> int:
     suffix = os.path.splitext(output)[1].lower() if output else ""
     if output and output != "-" and suffix not in _RENDERED and suffix not in _DOT_SUFFIXES:
         raise DiagnosticError(f"unknown output format `{suffix or output}`; use .dot, .gv, .svg, .png or .pdf")
+    check_output(output, binary=suffix in _RENDERED)
     name, text = read_source(args.input)
     dot = graph_of(text, name, args.passes, args.function)
     if suffix in _RENDERED:
@@ -83,22 +86,17 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def render(dot: str, path: str, fmt: str) -> None:
-    """Run Graphviz into a temporary file beside `path`, then move it into place."""
+    """Graphviz draws the graph into a file that then becomes `path` (`irtool.tools.output`)."""
     program = shutil.which("dot")
     if program is None:
         raise DiagnosticError(INSTALL_HINT.format(suffix=f".{fmt}"))
-    target = os.path.abspath(path)
-    fd, temp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=f".{os.path.basename(target)}.", suffix=".tmp")
-    os.close(fd)
-    try:
+
+    def produce(temp: str) -> None:
         done = subprocess.run([program, f"-T{fmt}", "-o", temp], input=dot.encode("utf-8"),
                               capture_output=True, check=False)
         if done.returncode != 0:
             raise DiagnosticError(f"Graphviz failed: {done.stderr.decode(errors='replace').strip()}")
-        os.replace(temp, target)
-    finally:
-        if os.path.exists(temp):
-            os.unlink(temp)
+    write_file(path, produce)
 
 
 if __name__ == "__main__":

@@ -3,12 +3,6 @@ framing on stdin/stdout, as an editor would."""
 
 from __future__ import annotations
 
-import json
-import queue
-import subprocess
-import sys
-import tempfile
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +10,8 @@ import pytest
 
 pytest.importorskip("pygls", reason="the language server is an optional extra (pip install 'irtool[lsp]')")
 
-TIMEOUT = 60.0
+from support.lsp_client import TIMEOUT, Client  # noqa: E402
+
 URI = "file:///tmp/lsp_test.relay"
 # Line numbers below are 0-based, as LSP counts them.
 TEXT = ('#[version = "0.0.5"]\n'                                                      # 0
@@ -31,73 +26,13 @@ TEXT = ('#[version = "0.0.5"]\n'                                                
         '}\n')                                                                        # 9
 
 
-class Client:
-    """A minimal LSP client: framed JSON-RPC over the server's pipes; a reader thread queues
-    every message so that reads can time out instead of hanging the test run."""
-
-    def __init__(self) -> None:
-        # Started outside the checkout, so `-m` imports the installed irtool, not the source tree.
-        self.proc = subprocess.Popen([sys.executable, "-m", "irtool.tools.lsp"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tempfile.gettempdir())
-        self.messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
-        self.next_id = 0
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        stream = self.proc.stdout
-        assert stream is not None
-        while True:
-            headers: dict[str, str] = {}
-            while True:
-                line = stream.readline()
-                if not line:
-                    self.messages.put(None)
-                    return
-                if line in (b"\r\n", b"\n"):
-                    break
-                key, _, value = line.decode("ascii").partition(":")
-                headers[key.strip().lower()] = value.strip()
-            body = stream.read(int(headers["content-length"]))
-            self.messages.put(json.loads(body))
-
-    def send(self, message: dict[str, Any]) -> None:
-        body = json.dumps({"jsonrpc": "2.0", **message}).encode("utf-8")
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-        self.proc.stdin.flush()
-
-    def notify(self, method: str, params: dict[str, Any]) -> None:
-        self.send({"method": method, "params": params})
-
-    def request(self, method: str, params: dict[str, Any] | None) -> Any:
-        self.next_id += 1
-        self.send({"id": self.next_id, "method": method, "params": params})
-        message = self.wait(lambda m: m.get("id") == self.next_id and "method" not in m)
-        assert "error" not in message, message
-        return message["result"]
-
-    def wait(self, wanted: Any) -> dict[str, Any]:
-        while True:
-            try:
-                message = self.messages.get(timeout=TIMEOUT)
-            except queue.Empty:
-                raise AssertionError("the language server did not answer in time") from None
-            if message is None:
-                err = self.proc.stderr.read().decode() if self.proc.stderr else ""
-                raise AssertionError(f"the language server exited: {err}")
-            if wanted(message):
-                return message
-
-
 @pytest.fixture()
 def client() -> Iterator[Client]:
     c = Client()
     try:
         yield c
     finally:
-        if c.proc.poll() is None:
-            c.proc.kill()
-        c.proc.wait(timeout=TIMEOUT)
+        c.close()
 
 
 def position(line: int, character: int) -> dict[str, Any]:

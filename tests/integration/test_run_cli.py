@@ -7,8 +7,10 @@ status, that no traceback escapes and that no output file is left behind.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +50,9 @@ def test_mlp_sample_with_npz_inputs_matches_numpy(tmp_path: Path) -> None:
     np.savez(tmp_path / "in.npz", **arrays)
     proc = irtool_run(SAMPLES / "mlp.relay", "--inputs", "in.npz", "-o", "out.npz", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE((tmp_path / "out.npz").stat().st_mode) == 0o666 & ~umask  # as every tool: not 0600
     with np.load(tmp_path / "out.npz") as out:
         assert out.files == ["output0"]
         result = out["output0"]
@@ -115,20 +120,73 @@ def test_random_inputs_are_seeded_and_follow_the_types(tmp_path: Path) -> None:
     assert not np.array_equal(first["output0"], other["output0"])
 
 
-def test_random_batch_norm_variance_is_non_negative(tmp_path: Path) -> None:
-    """Only the parameter in batch norm's variance slot changes range; the others keep [-1, 1)."""
+def test_random_variances_are_recognised_by_name(tmp_path: Path) -> None:
+    """A parameter whose name's last word is `var` or `variance` is drawn from [0, 1), however
+    it is used; every other float keeps [-1, 1), even in batch norm's variance slot."""
     prog = write(tmp_path / "bn.relay", """
     def @main(%x: Tensor[(1, 500), float32], %g: Tensor[(500), float32], %b: Tensor[(500), float32],
-              %m: Tensor[(500), float32], %v: Tensor[(500), float32]) {
-      (nn.batch_norm(%x, %g, %b, %m, %v, axis=1).0, %m, %v)
+              %m: Tensor[(500), float32], %bn1_var: Tensor[(500), float32], %v: Tensor[(500), float32],
+              %running_var: Tensor[(500), float32], %bn_moving_variance: Tensor[(500), float32],
+              %covar: Tensor[(500), float32]) {
+      (nn.batch_norm(%x, %g, %b, %m, %bn1_var, axis=1).0, %m, %bn1_var, %running_var, %bn_moving_variance,
+       nn.batch_norm(%x, %g, %b, %m, %v, axis=1).0, %v, %covar)
     }""")
     proc = irtool_run(prog, "-o", "out.npz", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     with np.load(tmp_path / "out.npz") as out:
-        y, mean, var = out["output0"], out["output1"], out["output2"]
-    assert 0 <= var.min() and var.max() < 1
-    assert mean.min() < 0  # 500 draws from [-1, 1)
+        y, mean, *variances, y_v, v, covar = (out[f"output{k}"] for k in range(8))
+    for var in variances:
+        assert 0 <= var.min() and var.max() < 1
     assert np.isfinite(y).all()
+    for other in (mean, v, covar):  # 500 draws from [-1, 1) each
+        assert -1 <= other.min() < -0.5 and 0.5 < other.max() < 1
+    assert np.isnan(y_v).any()  # a negative variance: what the name rule avoids
+
+
+def test_random_inputs_depend_on_the_signature_not_the_body(tmp_path: Path) -> None:
+    """Issue #18, case 8: after `simplify-inference,fuse-ops` (which removes the batch norms that
+    once told which parameters were variances) the same seed draws the same inputs, so the
+    outputs agree and stay finite."""
+    from irtool.eval.interpreter import entry_function
+    from irtool.tools.run import load_module, random_inputs
+    fused = tmp_path / "fused.relay"
+    done = subprocess.run([sys.executable, "-m", "irtool.tools.opt", SAMPLES / "resnet_block.relay",
+                           "-p", "simplify-inference,fuse-ops", "-o", fused], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "nn.batch_norm" not in fused.read_text()
+    drawn = []
+    for path in (SAMPLES / "resnet_block.relay", fused):
+        mod = load_module(str(path), path.read_text(), "main")
+        drawn.append(random_inputs("main", entry_function(mod, "main"), 7))
+    assert list(drawn[0]) == list(drawn[1]) and len(drawn[0]) == 11
+    for name in drawn[0]:
+        np.testing.assert_array_equal(drawn[0][name], drawn[1][name])
+    outputs = []
+    for path in (SAMPLES / "resnet_block.relay", fused):
+        proc = irtool_run(path, "--seed", "7", "-o", f"{path.stem}.npz", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert "nan" not in proc.stdout
+        with np.load(tmp_path / f"{path.stem}.npz") as out:
+            outputs.append(out["output0"])
+    assert np.isfinite(outputs[0]).all() and outputs[0].max() > 0
+    np.testing.assert_allclose(outputs[1], outputs[0], rtol=1e-4, atol=1e-3)
+
+
+def test_a_tensor_draws_the_same_values_whatever_else_the_signature_holds(tmp_path: Path) -> None:
+    """Each tensor has a generator of its own: adding, removing or reordering other parameters
+    does not change `%x`, and a tuple's elements are drawn as `t.0`, `t.1`."""
+    from irtool.eval.interpreter import entry_function
+    from irtool.tools.run import load_module, random_inputs
+
+    def draw(params: str, seed: int) -> dict:
+        mod = load_module("f", HEADER + f"def @main({params}) {{ 0 }}", "main")
+        return random_inputs("main", entry_function(mod, "main"), seed)
+    a = draw("%x: Tensor[(50), float32], %y: Tensor[(9), int32]", 3)
+    b = draw("%t: (Tensor[(50), float32], float32), %x: Tensor[(50), float32]", 3)
+    np.testing.assert_array_equal(a["x"], b["x"])
+    assert not np.array_equal(b["t"][0], b["x"])  # another name, another stream
+    assert not np.array_equal(draw("%x: Tensor[(50), float32]", 4)["x"], a["x"])
 
 
 def test_tuple_results_flatten_depth_first(tmp_path: Path) -> None:
@@ -181,7 +239,7 @@ def test_tuple_parameter_takes_dotted_names(tmp_path: Path) -> None:
         np.testing.assert_array_equal(out["output0"], np.array([6, -10], np.int32))
     np.savez(tmp_path / "partial.npz", **{"t.0": np.float32(1)})
     err = failed(irtool_run(prog, "--inputs", "partial.npz", cwd=tmp_path))
-    assert err.strip() == "error: main expects %t: (float32, Tensor[(2), int32]); missing input `t.1`"
+    assert err.strip() == "irtool-run: error: main expects %t: (float32, Tensor[(2), int32]); missing input `t.1`"
 
 
 def test_adt_program_runs_from_the_command_line(tmp_path: Path) -> None:
@@ -203,7 +261,7 @@ def test_wrong_inputs_list_what_main_expects(tmp_path: Path, inputs: dict[str, n
     np.savez(tmp_path / "in.npz", **inputs)
     (tmp_path / "out.npz").write_bytes(b"old")
     err = failed(irtool_run(prog, "--inputs", "in.npz", "-o", "out.npz", cwd=tmp_path))
-    assert err.strip() == f"error: main expects %x: Tensor[(1, 3), float32]; {problem}"
+    assert err.strip() == f"irtool-run: error: main expects %x: Tensor[(1, 3), float32]; {problem}"
     assert (tmp_path / "out.npz").read_bytes() == b"old"
 
 
@@ -235,10 +293,11 @@ def test_usage_problems_are_reported(tmp_path: Path) -> None:
     assert "no function @nope" in failed(irtool_run(prog, "--entry", "nope", cwd=tmp_path))
     assert "@main, @g" in failed(irtool_run(prog, "--entry", "nope", cwd=tmp_path))
     assert "--input expects NAME=FILE.npy" in failed(irtool_run(prog, "--input", "x.npy", cwd=tmp_path))
-    assert "cannot read input file" in failed(irtool_run(prog, "--input", "x=nothere.npy", cwd=tmp_path))
+    assert ("irtool-run: error: --input x: cannot read 'nothere.npy': No such file or directory"
+            in failed(irtool_run(prog, "--input", "x=nothere.npy", cwd=tmp_path)))
     np.save(tmp_path / "single.npy", np.zeros(3))
     err = failed(irtool_run(prog, "--inputs", "single.npy", cwd=tmp_path))
-    assert "holds a single array, not an .npz archive" in err
+    assert "--inputs: cannot read 'single.npy': an .npy file holds one array" in err
 
 
 def test_adt_parameter_cannot_be_random(tmp_path: Path) -> None:

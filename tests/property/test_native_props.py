@@ -74,7 +74,7 @@ def _call(name: str, args: list[Expr], **attrs: object) -> Call:
 KINDS = ("conv2d", "dense", "batch_matmul", "max_pool2d", "avg_pool2d", "global_pool", "softmax", "log_softmax",
          "reduce", "argreduce", "concatenate", "transpose", "strided_slice", "take", "pad", "split", "where",
          "int_arith", "cast", "clip", "leaky_relu", "prelu", "lrn", "layout_transform", "power", "rsqrt_log",
-         "full", "compare", "logic", "shape", "inference", "like")
+         "full", "compare", "logic", "shape", "inference", "like", "math", "remainder", "bits")
 
 
 @st.composite
@@ -175,6 +175,20 @@ def op_programs(draw: st.DrawFn, kind: str) -> IRModule:
         bn = _call("nn.batch_norm", [_call("nn.bias_add", [x, param((c,))]), stats[0], stats[1], stats[2],
                                      _call("add", [_call("abs", [stats[3]]), Constant(np.array(0.5, np.float32))])])
         out = TupleGetItem(_call("nn.dropout", [_call("nn.relu", [TupleGetItem(bn, 0)])]), 0)
+    elif kind == "math":
+        fn = draw(st.sampled_from(["sin", "cos", "tan", "atan", "sinh", "cosh", "asinh", "sign", "asin", "acos",
+                                   "atanh"]))
+        inner = _call("multiply", [_call("tanh", [x]), Constant(np.array(0.9, np.float32))]) \
+            if fn in ("asin", "acos", "atanh") else x   # inside (-1, 1)
+        out = _call(fn, [inner])
+    elif kind == "remainder":
+        dtype = draw(st.sampled_from(["int32", "int8", "float32"]))
+        a, b = param((c, w), dtype), param((w,), dtype)
+        out = _call(draw(st.sampled_from(["mod", "floor_mod"])), [a, b])
+    elif kind == "bits":
+        a, b = param((c, w), "int32"), param((w,), "int32")
+        op = draw(st.sampled_from(["bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift"]))
+        out = _call("bitwise_not", [_call(op, [a, b])])
     else:
         like = draw(st.sampled_from(["zeros_like", "ones_like", "full_like", "collapse_sum_like"]))
         if like == "full_like":
@@ -183,7 +197,8 @@ def op_programs(draw: st.DrawFn, kind: str) -> IRModule:
             out = _call(like, [x, param((c, 1, w))])
         else:
             out = _call("add", [x, _call(like, [x])])
-    if draw(st.booleans()) and kind not in ("split", "argreduce", "int_arith", "cast", "compare", "logic"):
+    if draw(st.booleans()) and kind not in ("split", "argreduce", "int_arith", "cast", "compare", "logic",
+                                            "remainder", "bits"):
         out = _call(draw(st.sampled_from(["nn.relu", "tanh", "sigmoid", "exp", "negative"])), [out])
     mod = IRModule()
     mod.add_function("main", Function(params, out, None))

@@ -59,3 +59,15 @@ def test_a_file_that_is_not_an_npz_archive_is_a_clear_error(tmp_path: Path) -> N
     for name, message in (("one.npy", "single array"), ("junk.npz", "cannot read")):
         with pytest.raises(DiagnosticError, match=message):
             run(mod, f"bind-params{{file={tmp_path / name}}}")
+
+
+def test_a_scalar_parameter_binds_to_a_scalar_constant(tmp_path: Path) -> None:
+    """A 0-d array once became a `Tensor[(1), float32]` constant, which the bound module's own
+    type check refused (#18, corpus 075_test_ref)."""
+    np.savez(tmp_path / "x.npz", x=np.float32(0.5))
+    mod = parse("def @main(%x: float32) {\n  %0 = ref(%x);\n  ref_write(%0, 1f);\n  ref_read(%0)\n}\n")
+    bound = run(mod, f"bind-params{{file={tmp_path / 'x.npz'}}}")  # verified after the pass
+    (constant,) = [n for n in post_order(bound.functions["main"].body) if isinstance(n, Constant)
+                   and n.data.dtype == np.float32 and float(n.data) == 0.5]
+    assert constant.data.shape == ()
+    assert float(run_function(bound, {})) == 1.0

@@ -157,6 +157,38 @@ def test_run_into_takes_one_array_for_one_output_and_names_what_it_needs() -> No
         f.run_into((out, out), x)
 
 
+def test_run_into_takes_the_outputs_as_run_returns_them_or_flat() -> None:
+    """Issue #18, case 12: nested tuples, a one-element tuple for one output, or a flat list."""
+    mod = parse('#[version = "0.0.5"]\ndef @main(%x: Tensor[(4), float32]) {\n'
+                '  ((negative(%x), (exp(%x),)), add(%x, 1f))\n}', "nest.relay")
+    f = irtool.build(mod)
+    x = np.linspace(-1, 1, 4, dtype=np.float32)
+    expected = [-x, np.exp(x), x + 1]
+    a, b, c = (np.empty(4, np.float32) for _ in range(3))
+    f.run_into(((a, (b,)), c), x)           # the structure `f(x)` returns
+    for got, want in zip((a, b, c), expected):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    flat = [np.empty(4, np.float32) for _ in range(3)]
+    f.run_into(flat, x)
+    for got, want in zip(flat, expected):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    with pytest.raises(DiagnosticError, match="main has 3 output"):
+        f.run_into((a, b), x)
+    one = irtool.build(parse('#[version = "0.0.5"]\ndef @main(%x: Tensor[(4), float32]) { (negative(%x),) }', "one"))
+    assert isinstance(one(x), tuple)
+    for given in (a, (a,), [a]):
+        a[...] = 0
+        one.run_into(given, x)
+        np.testing.assert_array_equal(a, -x)
+
+
+def test_buffers_too_large_for_memory_are_memory_errors_that_say_how_large() -> None:
+    with pytest.raises(MemoryError, match=r"cannot allocate main's output0: 4398046511104000000 bytes"):
+        aligned_empty((2**40, 10**6), np.float32, "main's output0")
+    with pytest.raises(MemoryError, match=r"cannot allocate a buffer: \d+ bytes"):
+        aligned_empty((2**62, 2**62), np.float64)
+
+
 @pytest.mark.parametrize(("options", "says"), [
     ({"cpu": "bogus"}, "unknown CPU 'bogus' for target"),
     ({"cpu": "skylake-avx"}, "did you mean 'skylake-avx512'?"),
@@ -222,6 +254,7 @@ def @main(%x: Tensor[(64), float32], %y: Tensor[(64), float32]) {
     plan = plan_memory(live, "greedy-by-size", 64)
     exp_step = live.steps[1]
     plan.placement[exp_step.outputs[0]] = plan.placement[exp_step.inputs[0]]
+    plan.in_place = True  # declared, so the plan's readers accept the overlap
     mod = annotate(mod, live, plan)
     ir = generate_module(mod, "m", TargetOptions(opt_level=0)).ir
     exp_def = next(line for line in ir.splitlines() if line.startswith("define internal i32 @m_fused_exp("))

@@ -184,7 +184,7 @@ def test_command_line_threads() -> None:
     llc = _tool("irtool.tools.llc", "-", "--emit=llvm", "-O0", "--threads", "2", stdin=RELAY)
     assert llc.returncode == 0 and "call i32 @pthread_create" in llc.stdout
     bad = _tool("irtool.tools.llc", "-", "--emit=llvm", "--threads", "0", stdin=RELAY)
-    assert bad.returncode == 2 and "irtool-llc: error: --threads: the thread count must be at least 1" in bad.stderr
+    assert bad.returncode == 2 and "irtool-llc: error: argument --threads: the thread count must be at least 1" in bad.stderr
     native = _tool("irtool.tools.run", "-", "--backend=native", "--threads", "2", stdin=RELAY)
     interp = _tool("irtool.tools.run", "-", stdin=RELAY)
     assert native.returncode == 0 and interp.returncode == 0

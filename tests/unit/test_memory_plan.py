@@ -21,14 +21,14 @@ from irtool.analysis.steps import CALL, KERNEL, Liveness, PlannedTensor, Step
 from irtool.analysis.memory_plan import (ORDERS, buffers_bound, place_buffers, plan_buffers, INPUT, TOKEN, MemoryPlan,
                                          _FreeList, plan_greedy_best, plan_greedy_by_size, plan_memory, plan_none,
                                          plan_tvm_greedy)
-from irtool.analysis.plan_attrs import read_plan
+from irtool.analysis.plan_attrs import annotate, read_plan
 from irtool.analysis.memory_report import format_report, memory_report
 from irtool.analysis.typecheck import infer_types
 from irtool.eval.arena import run_with_plan
 from irtool.eval.interpreter import run_function
 from irtool.ir import Call, Function, IRModule, Op, TensorType, Var
 from irtool.passes import run, verify
-from irtool.passes.verify_memory_plan import check_plan
+from irtool.analysis.plan_check import check_plan
 from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse
 from irtool.syntax.printer import print_program
@@ -307,9 +307,9 @@ def @main(%x: Tensor[(16), float32]) {
     assert [(s.device, s.nbytes) for s in gbs.storages] == [(1, 128), (2, 128)]
 
 
-def corrupt(old: str, new: str) -> IRModule:
+def corrupt(old: str, new: str, planner: str = "plan-memory") -> IRModule:
     """The chain's printed plan with one hand edit."""
-    planned = print_program(run(parse(CHAIN), "fuse-ops{opt-level=0},plan-memory"))
+    planned = print_program(run(parse(CHAIN), f"fuse-ops{{opt-level=0}},{planner}"))
     assert old in planned
     return parse(planned.replace(old, new, 1))
 
@@ -322,15 +322,44 @@ def corrupt(old: str, new: str) -> IRModule:
     ("storage_bytes=[1024]", "storage_bytes=[1024], storage_devices=[3]", "device"),
     ("(%x, storage_id=0, storage_offset=512)", "(%x)", "no `storage_id`"),
     ("(%x, storage_id=0,", "(%x, storage_id=4,", "names storage 4"),
+    # The summaries beside the storages must agree with them (#18: the reader once took any).
+    ("workspace_bytes=1024", "workspace_bytes=64", "`workspace_bytes` is 64, but its workspace storages hold 1024"),
+    ("alignment=64", "alignment=48", "`alignment` must be a power of two"),
+    ("storage_bytes=[1024]", "storage_bytes=[1024, -8]", "must not be negative"),
+    ("storage_bytes=[1024]", "storage_bytes=[1024], in_place=1", "`in_place` must be true or false"),
+    ("tvm_storage_sizes=[256, 256, 512]", "tvm_storage_sizes=[256, 256]", "`tvm_storage_sizes` must give"),
+    ("tvm_storage_sizes=[256, 256, 512]", "tvm_storage_sizes=[256, 1024, 512]", "`tvm_storage_sizes` must give"),
 ])
 def test_checker_rejects_broken_plans_with_located_errors(old: str, new: str, message: str) -> None:
-    mod = corrupt(old, new)
+    mod = corrupt(old, new, "plan-memory{algorithm=tvm-greedy}" if "tvm_" in old else "plan-memory")
     with pytest.raises(DiagnosticError) as err:
         verify(mod)  # the pass manager's verifier runs the plan checker
     assert message in str(err.value)
     assert err.value.span is not None
     with pytest.raises(DiagnosticError):
         run(mod, "verify-memory-plan", verify_each=False)
+
+
+def test_every_reader_of_a_plan_refuses_a_broken_one() -> None:
+    """The arena interpreter and the report read plans through `read_plan`, which checks them: an
+    overlapping plan from text once ran (and compiled) to wrong numbers (#18)."""
+    mod = corrupt("%6 = %5(%4, storage_id=0, storage_offset=512)", "%6 = %5(%4, storage_id=0, storage_offset=0)")
+    infer_types(mod)
+    for read in (lambda: run_with_plan(mod, [np.ones(64, np.float32)]), lambda: memory_report(mod),
+                 lambda: read_plan(compute_liveness(mod, "main"))):
+        with pytest.raises(DiagnosticError, match="overlaps"):
+            read()
+
+
+def test_tvm_greedy_gives_constants_no_step_reads_a_storage() -> None:
+    """`let %y = 2;` is read by no step: tvm-greedy once left it out of `constant_storage_ids`,
+    a plan its own checker refused (#18, corpus 158_test_one_live_let)."""
+    text = "def @main(%z: int32) {\n  let %x = 1;\n  let %y = 2;\n  %x + %x\n}\n"
+    mod = run(parse(text), "simplify-inference,fuse-ops,lower,plan-memory{algorithm=tvm-greedy}")
+    attrs = mod.functions["main"].attrs
+    assert attrs["param_storage_ids"] == (0,)
+    assert sorted(attrs["constant_storage_ids"]) == [1, 2]  # two constants, a storage each
+    assert attrs["storage_bytes"] == (4, 4, 4)
 
 
 def test_checker_accepts_the_planners_output_and_the_text_round_trips() -> None:
@@ -630,3 +659,23 @@ def test_memory_timeline_of_a_module_without_main_fails_and_writes_nothing(tmp_p
     png = tmp_path / "plan.png"
     assert opt_main([str(source), "--memory-timeline", str(png)]) != 0
     assert not png.exists()
+
+
+def test_a_plan_for_results_in_the_callers_buffers_says_so_and_is_checked_that_way() -> None:
+    """Code generation's plan leaves `main`'s computed results to the caller (zero bytes in the
+    workspace): written `results_outside=True`, it verifies; without the flag the same placement
+    is an overlap, so the flag is what makes it valid."""
+    # a = exp(x), b = exp(a), then add(a, b): at the add, a, b and the result are live (768 bytes);
+    # with the result in the caller's buffer, 512.
+    text = "def @main(%x: Tensor[(64), float32]) {\n  %0 = exp(%x);\n  add(%0, exp(%0))\n}\n"
+    mod = run(parse(text), "fuse-ops{opt-level=0}")
+    infer_types(mod)
+    live = compute_liveness(mod, "main")
+    assert plan_memory(live, "greedy-by-size", 64).workspace_bytes() == 768
+    plan = plan_memory(live, "greedy-by-size", 64, outside=True)
+    assert plan.results_outside and plan.workspace_bytes() == 512
+    text = print_program(annotate(mod, live, plan))
+    assert "results_outside=True" in text
+    verify(parse(text))
+    with pytest.raises(DiagnosticError, match="overlaps|does not fit"):
+        verify(parse(text.replace(", results_outside=True", "")))

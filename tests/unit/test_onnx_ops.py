@@ -1,4 +1,4 @@
-"""Each ONNX operator converter against onnxruntime on small random graphs (opsets 6–17)."""
+"""Each ONNX operator converter against onnxruntime on small random graphs."""
 
 from __future__ import annotations
 
@@ -11,41 +11,13 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from irtool.eval.interpreter import run_function  # noqa: E402
 from irtool.frontend.onnx import import_model  # noqa: E402
-from irtool.frontend.onnx_zoo import onnxruntime_session  # noqa: E402
+from support.onnx_graphs import build, check  # noqa: E402
 
 RNG = np.random.default_rng(7)
 
 
 def rand(*shape: int) -> np.ndarray:
     return RNG.standard_normal(shape).astype(np.float32)
-
-
-def build(nodes: list, inputs: dict[str, np.ndarray], inits: dict[str, np.ndarray] | None = None,
-          outputs: tuple[str, ...] = ("y",), opset: int = 13) -> onnx.ModelProto:
-    graph = helper.make_graph(
-        nodes, "g",
-        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-         for n, a in inputs.items()],
-        [helper.make_empty_tensor_value_info(o) for o in outputs],
-        [numpy_helper.from_array(a, n) for n, a in (inits or {}).items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
-    return model
-
-
-def check(nodes: list, inputs: dict[str, np.ndarray], inits: dict[str, np.ndarray] | None = None,
-          outputs: tuple[str, ...] = ("y",), opset: int = 13, rtol: float = 1e-5) -> None:
-    """irtool's import + interpreter against onnxruntime, with params and with embedded weights."""
-    model = build(nodes, inputs, inits, outputs, opset)
-    session = onnxruntime_session(model)
-    expected = session.run(None, inputs)
-    for embed in (False, True):
-        result = import_model(model, embed_params=embed)
-        got = run_function(result.module, {**inputs, **result.params})
-        got = got if isinstance(got, tuple) else (got,)
-        for g, e in zip(got, expected, strict=True):
-            assert g.shape == e.shape and g.dtype == e.dtype
-            np.testing.assert_allclose(g, e, rtol=rtol, atol=1e-5)
 
 
 N = helper.make_node

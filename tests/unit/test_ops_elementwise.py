@@ -41,6 +41,7 @@ UNARY_ORACLES = {
     "floor": math.floor,
     "ceil": math.ceil,
     "round": _round_away,
+    "nearbyint": lambda v: float(round(v)),  # Python's round of a float: halves to even
     "nn.relu": lambda v: max(v, 0.0),
     "copy": lambda v: v,
 }
@@ -75,6 +76,14 @@ def test_round_is_half_away_from_zero() -> None:
     x = np.array([0.5, 1.5, 2.5, -0.5, -2.5, 0.49999997, -1.2], np.float32)
     _, out = apply_op("round", [x])
     assert out.tolist() == [1.0, 2.0, 3.0, -1.0, -3.0, 0.0, -1.0]
+
+
+def test_nearbyint_rounds_halves_to_even() -> None:
+    x = np.array([0.5, 1.5, 2.5, -0.5, -2.5, 0.49999997, -1.2, 3.5], np.float32)
+    _, out = apply_op("nearbyint", [x])
+    assert out.tolist() == [0.0, 2.0, 2.0, -0.0, -2.0, 0.0, -1.0, 4.0]
+    _, ints = apply_op("nearbyint", [np.array([3, -4], np.int32)])
+    assert ints.dtype == np.int32 and ints.tolist() == [3, -4]
 
 
 def test_erf_accuracy_over_a_range() -> None:

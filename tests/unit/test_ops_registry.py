@@ -201,6 +201,7 @@ def test_call_lowered_types_and_calls_its_callee() -> None:
 SPECIAL = {"on_device", "device_copy", "call_lowered", "memory.alloc_storage",
            "memory.alloc_tensor", "memory.kill"}
 DTYPES = ["float32", "float32", "int32", "bool", "int64"]
+INDEXED = {"gather", "gather_nd", "scatter_elements", "scatter_nd"}
 
 ATTR_VALUES = {
     "int": st.integers(-3, 4),
@@ -283,5 +284,9 @@ def test_accepted_calls_compute_values_of_the_inferred_type(call, seed: int) -> 
     if name == "take":
         args[1] = args[1].astype(types[1].dtype)
     with np.errstate(all="ignore"):
-        value = op.compute(args, full)
+        try:
+            value = op.compute(args, full)
+        except ValueError as err:  # random indices out of range: the gathers' and scatters' run-time error
+            assert name in INDEXED and "is out of range" in str(err), err
+            return
     assert value_type(value) == result

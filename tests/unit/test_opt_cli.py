@@ -1,10 +1,9 @@
-"""`irtool-opt` and the helpers every tool shares (input, atomic output, error reporting)."""
+"""`irtool-opt` and the helpers every tool shares (input, error reporting); output: test_tool_output.py."""
 
 from __future__ import annotations
 
 import os
 import re
-import stat
 from pathlib import Path
 
 import pytest
@@ -122,35 +121,6 @@ def test_read_source_missing_file() -> None:
         common.read_source("no/such/file.relay")
 
 
-def test_write_output_replaces_and_keeps_mode(tmp_path: Path) -> None:
-    target = tmp_path / "out.relay"
-    target.write_text("old")
-    target.chmod(0o640)
-    common.write_output(str(target), "new\n")
-    assert target.read_text() == "new\n"
-    assert stat.S_IMODE(target.stat().st_mode) == 0o640
-    assert os.listdir(tmp_path) == ["out.relay"]
-
-
-def test_write_output_failure_leaves_target_and_no_temp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    target = tmp_path / "out.relay"
-    target.write_text("old")
-
-    def fail(src: str, dst: str) -> None:
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(common.os, "replace", fail)
-    with pytest.raises(DiagnosticError, match="No space left on device"):
-        common.write_output(str(target), "new")
-    assert target.read_text() == "old"
-    assert os.listdir(tmp_path) == ["out.relay"]
-
-
-def test_write_output_into_missing_directory(tmp_path: Path) -> None:
-    with pytest.raises(DiagnosticError, match="cannot write"):
-        common.write_output(str(tmp_path / "nope" / "out.relay"), "x")
-
-
 # --- the command ---------------------------------------------------------------------------
 
 
@@ -166,7 +136,7 @@ def test_version_and_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
 def test_missing_input_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     status, out, err = run([str(tmp_path / "absent.relay")], capsys)
     assert status == 1 and out == ""
-    assert err.startswith("error: cannot read") and "Traceback" not in err
+    assert err.startswith(f"irtool-opt: error: cannot read '{tmp_path / 'absent.relay'}'") and "Traceback" not in err
 
 
 @pytest.mark.parametrize("sample", SAMPLES, ids=lambda p: p.name)

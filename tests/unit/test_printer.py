@@ -17,8 +17,10 @@ from irtool.ir import (Attrs, Call, Clause, Constant, Constructor, FuncType, Fun
                        IncompleteType, IRModule, Let, Match, MetaRef, Op, PatternConstructor, PatternTuple,
                        PatternVar, PatternWildcard, RefCreate, RefRead, RefType, RefWrite, TensorType, Tuple,
                        TupleGetItem, TupleType, TypeCall, TypeData, TypeVar, Var)
+from irtool.core.diagnostics import DiagnosticError
+from irtool.core.span import Span
 from irtool.ir.types import Any
-from irtool.syntax.printer import print_expr, print_module, print_program, print_type
+from irtool.syntax.printer import MAX_TYPE_TEXT, print_expr, print_module, print_program, print_type
 
 F32 = TensorType((), "float32")
 T23 = TensorType((2, 3), "float32")
@@ -401,6 +403,48 @@ def test_show_types_annotates_expressions_with_a_checked_type() -> None:
         "  %0 = add(%x, 1f /* ty=float32 */) /* ty=Tensor[(2, 3), float32] */;",
         "  nn.relu(%0) /* ty=Tensor[(2, 3), float32] */"]
     assert "/*" not in print_module(module(main=fn))
+
+
+def doubling(depth: int) -> TupleType:
+    """`(t, t)` over one object per level: written out, 2**depth float32 leaves."""
+    t: object = F32
+    for _ in range(depth):
+        t = TupleType((t, t))  # type: ignore[arg-type]
+    return t  # type: ignore[return-value]
+
+
+def test_shared_types_are_printed_in_full_up_to_the_limit() -> None:
+    x = Var("x", F32)
+    pair = Tuple([x, x])
+    pair.checked_type = doubling(1)
+    fn = Function([x], pair, doubling(1))
+    assert print_module(module(main=fn), show_types=True).splitlines()[1:3] == [
+        "def @main(%x: float32) -> (float32, float32) {",
+        "  (%x, %x) /* ty=(float32, float32) */"]
+    # "float32" is 7 characters and each level adds "(", ", ", ")": 11 * 2**k - 4 in all.
+    assert len(print_type(doubling(16))) == 11 * 2 ** 16 - 4 < MAX_TYPE_TEXT
+
+
+def test_a_type_too_long_to_write_out_is_refused_at_its_value() -> None:
+    x = Var("x", F32, Span("t.relay", 1, 10, 1, 12))
+    pair = Tuple([x, x], Span("t.relay", 2, 3, 2, 11))
+    pair.checked_type = doubling(17)   # 11 * 2**17 - 4 characters: more than 1 MiB
+    fn = Function([x], pair, None, span=Span("t.relay", 1, 1, 3, 2))
+    with pytest.raises(DiagnosticError, match=r"type too long to print: more than 1048576 characters") as info:
+        print_module(module(main=fn), show_types=True)
+    assert info.value.span == pair.span
+    assert "/*" not in print_module(module(main=fn))   # without types there is nothing long to write
+    annotated = Function([Var("y", doubling(17))], pair)   # no span: the definition's is used
+    annotated.span = Span("t.relay", 5, 1, 5, 9)
+    with pytest.raises(DiagnosticError) as info:
+        print_module(module(main=annotated))
+    assert info.value.span == annotated.span
+
+
+def test_print_type_cuts_display_text_short() -> None:
+    text = print_type(doubling(40))
+    assert text == "(" * 40 + "float32, float32), " + text[59:] and text.endswith("...")
+    assert len(text) == MAX_TYPE_TEXT + 3
 
 
 # --- scale ---------------------------------------------------------------------------------------

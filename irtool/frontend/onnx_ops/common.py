@@ -9,11 +9,12 @@ Shapes are static: converters compute padding, slicing bounds and reshape target
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from irtool.frontend.onnx_values import Builder, Converter, Node, Unsupported, Value
+from irtool.frontend.onnx_values import Builder, Converter, Node, Unsupported, Value, relay_dtype
 
 CONVERTERS: dict[str, Converter] = {}
 
@@ -47,9 +48,12 @@ def required(node: Node, i: int, what: str) -> Value:
 
 
 def reshaped(b: Builder, x: Value, shape: Sequence[int]) -> Value:
-    """x in `shape` (no call when it already has it)."""
-    if tuple(shape) == x.shape:
+    """x in `shape` (no call when it already has it). Relay's `newshape` reads 0 as "keep this
+    size", so a shape with a zero size is the empty tensor of that shape instead."""
+    if tuple(shape) == x.dims:
         return x
+    if 0 in shape:
+        return b.call("zeros", [], shape=tuple(int(d) for d in shape), dtype=x.dtype)
     return b.call("reshape", [x], newshape=tuple(int(d) for d in shape))
 
 
@@ -62,3 +66,54 @@ def transposed(b: Builder, x: Value, axes: Sequence[int]) -> Value:
     if list(axes) == list(range(x.ndim)):
         return x
     return b.call("transpose", [x], axes=tuple(axes))
+
+
+def over_axis(b: Builder, node: Node, x: Value, apply: Callable[[Value, int], Value]) -> Value:
+    """`apply(x, axis)` with the axis rule of Softmax, LogSoftmax and Hardmax: one axis (default
+    -1) from opset 13; before it, the input coerced to 2-d at `axis` (default 1) and the rule
+    applied along the second dimension."""
+    if b.opset >= 13:
+        return apply(x, norm_axis(int(node.attr("axis", -1)), x.ndim))  # type: ignore[call-overload]
+    axis = norm_axis(int(node.attr("axis", 1)), x.ndim)  # type: ignore[call-overload]
+    if axis == x.ndim - 1:
+        return apply(x, axis)
+    flat = reshaped(b, x, (math.prod(x.shape[:axis]), math.prod(x.shape[axis:])))
+    return reshaped(b, apply(flat, 1), x.shape)
+
+
+def extreme(dtype: str, lowest: bool) -> float | int | bool:
+    """The smallest (or largest) value of `dtype`: ±inf for floats, False/True for bool."""
+    if dtype == "bool":
+        return not lowest
+    if dtype.startswith(("float", "bfloat")):
+        return -np.inf if lowest else np.inf
+    info = np.iinfo(dtype)
+    return int(info.min if lowest else info.max)
+
+
+def empty_reduction(b: Builder, x: Value, axes: Sequence[int], keepdims: bool, value: float | int | bool) -> Value | None:
+    """The result of a Reduce* over `axes` when one of them has no elements: `value` (what ONNX
+    defines the reduction of nothing to be) everywhere. None when every reduced axis has elements."""
+    if all(x.shape[a] for a in axes):
+        return None
+    shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape) if keepdims or i not in axes)
+    return b.call("full", [scalar(b, value, x.dtype)], shape=shape, dtype=x.dtype)
+
+
+def broadcast_to(b: Builder, x: Value, shape: Sequence[int]) -> Value:
+    """x expanded to `shape` (numpy broadcasting) as `x + zeros(shape)`, which fuses into one
+    elementwise kernel (`logical_or` for bool)."""
+    if tuple(shape) == x.shape:
+        return x
+    zeros = b.call("full", [scalar(b, 0, x.dtype)], shape=tuple(shape), dtype=x.dtype)
+    return b.call("add" if x.dtype != "bool" else "logical_or", [x, zeros])
+
+
+def onnx_dtype(code: int, what: str) -> str:
+    """The Relay dtype of an ONNX element type given as an attribute (`to`, `output_dtype`, ...),
+    through the importer's element-type gate (irtool/frontend/onnx_dtypes.py)."""
+    from irtool.frontend.onnx_dtypes import dtype_of, onnx_type_name
+    dtype = dtype_of(code)
+    if dtype is None:
+        raise Unsupported(f"{what}: {onnx_type_name(code)}")
+    return dtype

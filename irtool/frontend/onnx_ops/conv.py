@@ -10,11 +10,19 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value
+from irtool.frontend.onnx_values import Builder, DynamicShape, Node, Unsupported, Value
 from irtool.frontend.onnx_ops.common import (converter, int_list, required, reshaped, scalar, transposed)
 
+def spatial_sizes(x: Value) -> list[int]:
+    """The spatial sizes of an (N, C, ...) tensor, which every window computation needs."""
+    sizes = x.dims[2:]
+    if not all(isinstance(d, int) for d in sizes):
+        raise DynamicShape(f"it needs the spatial sizes of {x.tensor}")
+    return list(sizes)  # type: ignore[arg-type]
+
+
 def _spatial_pads(node: Node, in_sizes: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
-                  dilations: Sequence[int], ceil_mode: bool = False) -> list[int]:
+                  dilations: Sequence[int]) -> list[int]:
     """Explicit [begin..., end...] padding from `pads` or `auto_pad`."""
     n = len(in_sizes)
     auto = str(node.attr("auto_pad", "NOTSET"))
@@ -39,7 +47,12 @@ def _spatial_pads(node: Node, in_sizes: Sequence[int], kernel: Sequence[int], st
 
 def as_2d(b: Builder, x: Value) -> Value:
     """A 1-d (N, C, W) tensor as (N, C, 1, W), so the 2-d operators serve 1-d models."""
-    return reshaped(b, x, x.shape[:2] + (1,) + x.shape[2:])
+    return b.call("expand_dims", [x], axis=2)
+
+
+def from_2d(b: Builder, x: Value) -> Value:
+    """The (N, C, 1, W) result of a 2-d operator serving a 1-d model as (N, C, W)."""
+    return b.call("squeeze", [x], axis=(2,))
 
 
 def spatial_rank(x: Value, what: str, highest: int = 2) -> int:
@@ -96,10 +109,12 @@ def _conv3d(b: Builder, node: Node, x: Value, w: Value, strides: list[int], dila
 def _conv(b: Builder, node: Node) -> list[Value | None]:
     x, w = required(node, 0, "X"), required(node, 1, "W")
     rank = spatial_rank(x, "convolution", 3)
+    if w.ndim != x.ndim:
+        raise Unsupported(f"W has rank {w.ndim}, but X has rank {x.ndim}")
     kernel = list(w.shape[2:])
     strides = int_list(node.attr("strides")) or [1] * rank
     dilations = int_list(node.attr("dilations")) or [1] * rank
-    pads = _spatial_pads(node, x.shape[2:], kernel, strides, dilations)
+    pads = _spatial_pads(node, spatial_sizes(x), kernel, strides, dilations)
     bias = node.input(2)
     if rank == 3:
         out = _conv3d(b, node, x, w, strides, dilations, pads)
@@ -114,7 +129,7 @@ def _conv(b: Builder, node: Node) -> list[Value | None]:
     if bias is not None:
         out = b.call("nn.bias_add", [out, bias], axis=1)
     if rank == 1:
-        out = reshaped(b, out, out.shape[:2] + out.shape[3:])
+        out = from_2d(b, out)
     return [out]
 
 
@@ -132,8 +147,10 @@ def _conv_transpose_pads(node: Node, in_sizes: Sequence[int], kernel: Sequence[i
     begin, end = [], []
     for size, k, s, d, extra, target in zip(in_sizes, kernel, strides, dilations, out_pad, targets):
         total = s * (size - 1) + extra + (k - 1) * d + 1 - target
-        if total < 0:
-            raise Unsupported(f"output_shape {output_shape} is larger than the full transposed convolution")
+        if total < 0:  # an output_shape past the full result: zeros after it (negative end padding)
+            begin.append(0)
+            end.append(total)
+            continue
         lower = auto != "SAME_UPPER"  # ONNX: output_shape without auto_pad pads like SAME_LOWER
         begin.append(total - total // 2 if lower else total // 2)
         end.append(total // 2 if lower else total - total // 2)
@@ -152,7 +169,7 @@ def _conv_transpose(b: Builder, node: Node) -> list[Value | None]:
     strides = int_list(node.attr("strides")) or [1] * rank
     dilations = int_list(node.attr("dilations")) or [1] * rank
     out_pad = int_list(node.attr("output_padding")) or [0] * rank
-    pads = _conv_transpose_pads(node, x.shape[2:], kernel, strides, dilations, out_pad)
+    pads = _conv_transpose_pads(node, spatial_sizes(x), kernel, strides, dilations, out_pad)
     if rank == 1:
         x, w = as_2d(b, x), as_2d(b, w)
         kernel, strides, dilations, out_pad = [1] + kernel, [1] + strides, [1] + dilations, [0] + out_pad
@@ -187,8 +204,41 @@ def _conv_transpose(b: Builder, node: Node) -> list[Value | None]:
     if bias is not None:
         out = b.call("nn.bias_add", [out, bias], axis=1)
     if rank == 1:
-        out = reshaped(b, out, out.shape[:2] + out.shape[3:])
+        out = from_2d(b, out)
     return [out]
+
+
+def pooled_size(size: int, begin: int, end: int, kernel: int, stride: int, dilation: int, ceil_mode: bool) -> int:
+    """ONNX's output size along one axis. With `ceil_mode`, a last window that would start in
+    the end padding is dropped (onnxruntime and onnx.reference agree; TVM keeps it)."""
+    span = size + begin + end - ((kernel - 1) * dilation + 1)
+    if not ceil_mode:
+        return span // stride + 1
+    out = -(-span // stride) + 1
+    return out - 1 if (out - 1) * stride >= size + begin else out
+
+
+def _relay_ceil_mode(sizes: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
+                     dilations: Sequence[int], pads: Sequence[int], ceil_mode: bool) -> tuple[bool, list[int]]:
+    """Relay's `ceil_mode` and [begin..., end...] padding that give ONNX's output sizes.
+
+    Relay's ceil mode (TVM's) keeps a last window that starts in the padding. Where ONNX drops it,
+    the end padding shrinks by the remainder of the floor division: that removes the dropped
+    window and leaves every kept one inside the padded input, so no value changes."""
+    n = len(sizes)
+    pads = list(pads)
+    spans = [size + pads[i] + pads[i + n] - ((k - 1) * d + 1)
+             for i, (size, k, d) in enumerate(zip(sizes, kernel, dilations))]
+    wanted = [pooled_size(size, pads[i], pads[i + n], k, s, d, ceil_mode)
+              for i, (size, k, s, d) in enumerate(zip(sizes, kernel, strides, dilations))]
+    rounded_up = [span >= 0 and want == -(-span // s) + 1 and span % s != 0
+                  for span, want, s in zip(spans, wanted, strides)]
+    if not any(rounded_up):
+        return False, pads
+    for i, (span, s) in enumerate(zip(spans, strides)):
+        if not rounded_up[i] and span > 0 and span % s:
+            pads[i + n] -= span % s
+    return True, pads
 
 
 def _pool(b: Builder, node: Node, op: str) -> list[Value | None]:
@@ -198,11 +248,13 @@ def _pool(b: Builder, node: Node, op: str) -> list[Value | None]:
     strides = int_list(node.attr("strides")) or [1] * rank
     dilations = int_list(node.attr("dilations")) or [1] * rank
     ceil_mode = bool(node.attr("ceil_mode", 0))
-    pads = _spatial_pads(node, x.shape[2:], kernel, strides, dilations, ceil_mode)
+    sizes = spatial_sizes(x)
+    pads = _spatial_pads(node, sizes, kernel, strides, dilations)
     if len(node.used_outputs) > 1 and node.used_outputs[1]:
         raise Unsupported("the Indices output of MaxPool")
     if rank == 3:
         return [_pool3d(b, node, op, x, kernel, strides, dilations, pads, ceil_mode), None]
+    ceil_mode, pads = _relay_ceil_mode(sizes, kernel, strides, dilations, pads, ceil_mode)
     if rank == 1:
         x = as_2d(b, x)
         kernel, strides, dilations = [1] + kernel, [1] + strides, [1] + dilations
@@ -213,7 +265,7 @@ def _pool(b: Builder, node: Node, op: str) -> list[Value | None]:
         attrs["count_include_pad"] = bool(node.attr("count_include_pad", 0))
     out = b.call(op, [x], **attrs)
     if rank == 1:
-        out = reshaped(b, out, out.shape[:2] + out.shape[3:])
+        out = from_2d(b, out)
     return [out, None]
 
 
@@ -222,25 +274,30 @@ def _pool3d(b: Builder, node: Node, op: str, x: Value, kernel: list[int], stride
     """3-d pooling as 2-d pooling of each depth slice, then a window reduction along depth.
 
     Exact for max; for average, every depth slice's window has the same height/width count,
-    so the mean of the slices' means is the 3-d mean unless depth padding is excluded."""
+    so the mean of the slices' means is the 3-d mean unless depth padding is excluded (or a
+    ceil-mode window runs past it, whose count ONNX does not include either)."""
     is_max = op == "nn.max_pool2d"
     include_pad = bool(node.attr("count_include_pad", 0))
-    if ceil_mode:
-        raise Unsupported("ceil_mode in 3-d pooling")
     if not is_max and (pads[0] or pads[3]) and not include_pad:
         raise Unsupported("3-d average pooling with depth padding excluded from the count")
+    depth = x.shape[2]
+    out_depth = pooled_size(depth, pads[0], pads[3], kernel[0], strides[0], dilations[0], ceil_mode)
+    past_end = max(0, (out_depth - 1) * strides[0] + (kernel[0] - 1) * dilations[0] + 1 - (depth + pads[0] + pads[3]))
+    if past_end and not is_max:
+        raise Unsupported("3-d average pooling whose last depth window runs past the padding (ceil_mode)")
+    plane_mode, plane_pads = _relay_ceil_mode(x.shape[3:], kernel[1:], strides[1:], dilations[1:],
+                                              [pads[1], pads[2], pads[4], pads[5]], ceil_mode)
     attrs: dict[str, object] = dict(pool_size=tuple(kernel[1:]), strides=tuple(strides[1:]),
-                                    dilation=tuple(dilations[1:]), padding=(pads[1], pads[2], pads[4], pads[5]))
+                                    dilation=tuple(dilations[1:]), padding=tuple(plane_pads), ceil_mode=plane_mode)
     if not is_max:
         attrs["count_include_pad"] = include_pad
     n = x.shape[0]
     flat = _depth_out_of_batch(b, b.call(op, [_depth_into_batch(b, x)], **attrs), n)
-    if pads[0] or pads[3]:
-        fill = -np.inf if is_max else 0.0
+    if pads[0] or pads[3] or past_end:
+        fill = (-np.inf if x.dtype.startswith("float") else np.iinfo(x.dtype).min) if is_max else 0
         flat = b.call("nn.pad", [flat, scalar(b, fill, x.dtype)],
-                      pad_width=((0, 0), (0, 0), (pads[0], pads[3]), (0, 0), (0, 0)))
+                      pad_width=((0, 0), (0, 0), (pads[0], pads[3] + past_end), (0, 0), (0, 0)))
     kd = kernel[0]
-    out_depth = (flat.shape[2] - dilations[0] * (kd - 1) - 1) // strides[0] + 1
     total: Value | None = None
     for k in range(kd):
         part = _depth_slice(b, flat, k * dilations[0], out_depth, strides[0])

@@ -8,17 +8,23 @@ import math
 import numpy as np
 
 from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value
-from irtool.frontend.onnx_ops.common import (converter, norm_axis, required, reshaped, scalar, transposed)
+from irtool.frontend.onnx_ops.common import (broadcast_to, converter, norm_axis, over_axis, required, reshaped, scalar,
+                                             transposed)
 
 @converter("BatchNormalization")
 def _batch_norm(b: Builder, node: Node) -> list[Value | None]:
+    """Inference only; from opset 15 the statistics (and scale, bias) may have another float type
+    than X, and are converted to X's."""
     if any(node.used_outputs[1:]):
         raise Unsupported("training-mode outputs (running mean/var, saved statistics)")
     if int(node.attr("training_mode", 0)):
         raise Unsupported("training_mode=1")
+    if b.opset < 7 and not int(node.attr("is_test", 0)):
+        raise Unsupported("training mode (is_test=0, the default before opset 7)")
     if b.opset < 9 and not int(node.attr("spatial", 1)):
         raise Unsupported("spatial=0 (per-activation statistics)")
     args = [required(node, i, what) for i, what in enumerate(("X", "scale", "B", "mean", "var"))]
+    args = args[:1] + [v if v.dtype == args[0].dtype else b.call("cast", [v], dtype=args[0].dtype) for v in args[1:]]
     out = b.call("nn.batch_norm", args, axis=1, epsilon=float(node.attr("epsilon", 1e-5)))  # type: ignore[arg-type]
     return [b.item(out, 0)] + [None] * (node.num_outputs - 1)
 
@@ -50,15 +56,7 @@ def _lrn(b: Builder, node: Node) -> list[Value | None]:
 
 
 def _softmax(b: Builder, node: Node, op: str) -> list[Value | None]:
-    x = required(node, 0, "input")
-    if b.opset >= 13:
-        return [b.call(op, [x], axis=norm_axis(int(node.attr("axis", -1)), x.ndim))]  # type: ignore[call-overload]
-    # Before opset 13 the input is coerced to 2-d at `axis` and normalised over the second part.
-    axis = norm_axis(int(node.attr("axis", 1)), x.ndim)  # type: ignore[call-overload]
-    if axis == x.ndim - 1:
-        return [b.call(op, [x], axis=axis)]
-    flat = reshaped(b, x, (math.prod(x.shape[:axis]), math.prod(x.shape[axis:])))
-    return [reshaped(b, b.call(op, [flat], axis=1), x.shape)]
+    return [over_axis(b, node, required(node, 0, "input"), lambda x, axis: b.call(op, [x], axis=axis))]
 
 
 @converter("Softmax")
@@ -81,7 +79,7 @@ def _gemm(b: Builder, node: Node) -> list[Value | None]:
     # nn.dense(a, w) is a · wᵀ, so an untransposed B needs a transpose.
     if not int(node.attr("transB", 0)):
         w = transposed(b, w, (1, 0))
-    out = b.call("nn.dense", [a, w], units=w.shape[0])
+    out = b.call("nn.dense", [a, w], units=w.dims[0])
     alpha, beta = float(node.attr("alpha", 1.0)), float(node.attr("beta", 1.0))  # type: ignore[arg-type]
     if alpha != 1.0:
         out = b.call("multiply", [out, scalar(b, alpha, out.dtype)])
@@ -89,9 +87,9 @@ def _gemm(b: Builder, node: Node) -> list[Value | None]:
     if c is not None and beta != 0.0:
         if beta != 1.0:
             c = b.call("multiply", [c, scalar(b, beta, c.dtype)])
-        if b.opset < 7 and not node.attr("broadcast", 0) and c.shape != out.shape:
-            raise Unsupported(f"C of shape {c.shape} without broadcast=1")
-        if c.ndim == 1 and c.shape[0] == out.shape[1]:
+        if b.opset < 7 and not node.attr("broadcast", 0) and c.dims != out.dims:
+            raise Unsupported(f"C of shape {c.tensor} without broadcast=1")
+        if c.ndim == 1 and c.dims[0] == out.dims[1]:
             out = b.call("nn.bias_add", [out, c], axis=1)
         else:
             out = b.call("add", [out, c])
@@ -100,30 +98,60 @@ def _gemm(b: Builder, node: Node) -> list[Value | None]:
 
 @converter("MatMul")
 def _matmul(b: Builder, node: Node) -> list[Value | None]:
-    a, w = required(node, 0, "A"), required(node, 1, "B")
+    return [matmul(b, required(node, 0, "A"), required(node, 1, "B"))]
+
+
+def matmul(b: Builder, a: Value, w: Value, out_dtype: str = "", transpose_b: bool = False) -> Value:
+    """numpy's `matmul(a, w)` (1-d operands, broadcasting batch dimensions); `transpose_b` reads
+    w's last two axes swapped (attention's Q·Kᵀ without a transpose).
+
+    A 2-d weight (a graph initializer, or computed from one) is one `nn.dense` of every row of
+    `a` against its transpose, which is computed once (hoisted out of the run, and packed into
+    the kernel's panels by `alter-layout`). Any other 2-d right operand is a batch of one row
+    block (`nn.batch_matmul` reads it as it is, no transpose per call). Otherwise the batch
+    dimensions are flattened into one `nn.batch_matmul`: a side whose batch dimensions are all 1
+    stays a batch of one, which the kernel broadcasts; a side that broadcasts only partly ((3, 1)
+    against (1, 2)) is expanded to the full batch first."""
     if a.ndim == 0 or w.ndim == 0:
         raise Unsupported("MatMul of a scalar")
     a2 = reshaped(b, a, (1,) + a.shape) if a.ndim == 1 else a
     w2 = reshaped(b, w, w.shape + (1,)) if w.ndim == 1 else w
-    m, k = a2.shape[-2:]
-    k2, n = w2.shape[-2:]
+    k = a2.dims[-1]
+    n, k2 = w2.shape[-2:] if transpose_b else w2.shape[-2:][::-1]
     if k != k2:
-        raise Unsupported(f"MatMul of shapes {a.shape} and {w.shape}")
-    if w2.ndim == 2:
-        rows = reshaped(b, a2, (math.prod(a2.shape[:-1]), k))
-        out = b.call("nn.dense", [rows, transposed(b, w2, (1, 0))], units=n)
+        raise Unsupported(f"MatMul of shapes {a.tensor} and {w.tensor}")
+    if w2.ndim == 2 and (transpose_b or w2.from_param or w2.const is not None):
+        # (..., k) · (k, n): the leading axes are rows of one dense product (a 2-d A may be dynamic).
+        rows = a2 if a2.ndim == 2 else reshaped(b, a2, (math.prod(a2.shape[:-1]), k))
+        weight = w2 if transpose_b else transposed(b, w2, (1, 0))
+        out = b.call("nn.dense", [rows, weight], units=n, out_dtype=out_dtype)
+        out = out if a2.ndim == 2 else reshaped(b, out, a2.shape[:-1] + (n,))
+    elif w2.ndim == 2:
+        rows = reshaped(b, a2, (1, math.prod(a2.shape[:-1]), k))
+        out = b.call("nn.batch_matmul", [rows, reshaped(b, w2, (1, k, n))], out_dtype=out_dtype)
         out = reshaped(b, out, a2.shape[:-1] + (n,))
     else:
+        m = a2.shape[-2]
         batch_a, batch_w = a2.shape[:-2], w2.shape[:-2]
-        batch = tuple(np.broadcast_shapes(batch_a, batch_w))
-        if batch_a != batch or batch_w != batch:
-            raise Unsupported(f"MatMul with broadcast batch dimensions {a.shape} × {w.shape}")
-        size = math.prod(batch)
-        out = b.call("nn.batch_matmul", [reshaped(b, a2, (size, m, k)), reshaped(b, w2, (size, k, n))])
+        try:
+            batch = tuple(np.broadcast_shapes(batch_a, batch_w))
+        except ValueError:
+            raise Unsupported(f"MatMul of shapes {a.shape} and {w.shape}: the batch dimensions do not "
+                              "broadcast") from None
+
+        def flat(x: Value, x_batch: tuple[int, ...]) -> Value:
+            if math.prod(x_batch) != 1 and x_batch != batch:
+                x = broadcast_to(b, x, batch + x.shape[-2:])
+            size = 1 if math.prod(x_batch) == 1 else math.prod(batch)
+            return reshaped(b, x, (size,) + x.shape[-2:])
+        out = b.call("nn.batch_matmul", [flat(a2, batch_a), flat(w2, batch_w)], out_dtype=out_dtype,
+                     transpose_b=transpose_b)
         out = reshaped(b, out, batch + (m, n))
+    if a.ndim > 1 and w.ndim > 1:
+        return out
     shape = list(out.shape)
     if a.ndim == 1:
         del shape[-2]
     if w.ndim == 1:
         del shape[-1]
-    return [reshaped(b, out, shape)]
+    return reshaped(b, out, shape)

@@ -1,6 +1,8 @@
 """Shapes and data movement: reshapes, slicing, gathering, padding, constants, reductions.
 
-Shape inputs must be import-time constants; the converters compute the static result.
+Shape inputs must be import-time constants; the converters compute the static result. Several
+attributes became inputs over the opsets (Pad's `pads` at 11, Slice's bounds at 10, Split's
+`split` and Squeeze/Unsqueeze/ReduceSum's `axes` at 13, the other reductions' `axes` at 18).
 """
 
 from __future__ import annotations
@@ -9,30 +11,47 @@ import math
 
 import numpy as np
 
-from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value
-from irtool.frontend.onnx_ops.common import (converter, int_list, norm_axis, required, reshaped, scalar, transposed)
+from irtool.frontend.onnx_values import Builder, DynamicShape, Node, Unsupported, Value
+from irtool.frontend.onnx_ops.common import (broadcast_to, converter, empty_reduction, extreme, int_list, norm_axis, required,
+                                             reshaped, scalar, transposed)
 
 @converter("Pad")
 def _pad(b: Builder, node: Node) -> list[Value | None]:
+    """`paddings` (opset 1) or `pads` attributes, then inputs from opset 11, `axes` from 18.
+    Negative amounts (constant mode) crop."""
     x = required(node, 0, "data")
+    n = x.ndim
     if b.opset < 11:
         pads, value = int_list(node.attr("pads", node.attr("paddings"))), float(node.attr("value", 0.0))  # type: ignore[arg-type]
+        axes = list(range(n))
     else:
         pads = int_list(b.static(node.input(1), "pads"))
         value_in = node.input(2)
-        value = 0.0 if value_in is None else float(b.static(value_in, "constant_value"))
-        if node.input(3) is not None:
-            raise Unsupported("the axes input of Pad")
+        # nn.pad takes its value as an operand, so a value computed at run time is fine.
+        value = 0.0 if value_in is None else (value_in.const.reshape(-1)[0] if value_in.const is not None
+                                              else reshaped(b, value_in, ()))
+        axes_in = node.input(3)
+        axes = [norm_axis(a, n) for a in int_list(b.static(axes_in, "axes"))] if axes_in is not None else list(range(n))
     mode = str(node.attr("mode", "constant"))
     if mode not in ("constant", "reflect", "edge"):
         raise Unsupported(f"pad mode {mode}")
-    n = x.ndim
-    if len(pads) != 2 * n:
-        raise Unsupported(f"pads {pads} for a rank-{n} tensor")
-    if any(p < 0 for p in pads):
-        raise Unsupported(f"negative pads {pads}")
-    width = tuple((pads[i], pads[i + n]) for i in range(n))
-    return [b.call("nn.pad", [x, scalar(b, value, x.dtype)], pad_width=width, pad_mode=mode)]
+    if len(pads) != 2 * len(axes):
+        raise Unsupported(f"pads {pads} for {len(axes)} axes")
+    begin, end = [0] * n, [0] * n
+    for k, axis in enumerate(axes):
+        begin[axis], end[axis] = pads[k], pads[k + len(axes)]
+    if any(p < 0 for p in begin + end):
+        if mode != "constant":
+            raise Unsupported(f"negative pads {pads} in {mode} mode")
+        shape = x.shape
+        x = b.call("strided_slice", [x], begin=tuple(max(0, -p) for p in begin),
+                   end=tuple(d - max(0, -p) for d, p in zip(shape, end)))
+        begin, end = [max(0, p) for p in begin], [max(0, p) for p in end]
+    if not any(begin + end):
+        return [x]
+    width = tuple(zip(begin, end))
+    fill = value if isinstance(value, Value) else scalar(b, value, x.dtype)  # type: ignore[arg-type]
+    return [b.call("nn.pad", [x, fill], pad_width=width, pad_mode=mode)]
 
 
 @converter("Reshape")
@@ -40,6 +59,9 @@ def _reshape_op(b: Builder, node: Node) -> list[Value | None]:
     x = required(node, 0, "data")
     target = int_list(node.attr("shape")) if b.opset < 5 else int_list(b.static(node.input(1), "shape"))
     allow_zero = bool(node.attr("allowzero", 0))
+    if not x.tensor.is_static and not (allow_zero and 0 in target) and target.count(-1) <= 1:
+        # Relay's newshape has ONNX's meaning of 0 (copy the input's size) and -1 (infer it).
+        return [b.call("reshape", [x], newshape=tuple(target))]
     shape = [x.shape[i] if d == 0 and not allow_zero else d for i, d in enumerate(target)]
     if shape.count(-1) > 1:
         raise Unsupported(f"shape {target} has more than one -1")
@@ -58,7 +80,15 @@ def _flatten(b: Builder, node: Node) -> list[Value | None]:
     x = required(node, 0, "input")
     axis = int(node.attr("axis", 1))  # type: ignore[call-overload]
     axis = axis + x.ndim if axis < 0 else axis
-    return [reshaped(b, x, (math.prod(x.shape[:axis]), math.prod(x.shape[axis:])))]
+    head, tail = x.dims[:axis], x.dims[axis:]
+    if x.tensor.is_static:
+        return [reshaped(b, x, (math.prod(head), math.prod(tail)))]  # type: ignore[arg-type]
+    # One side may hold the symbolic sizes: -1 infers it.
+    if all(isinstance(d, int) for d in tail):
+        return [b.call("reshape", [x], newshape=(-1, math.prod(tail)))]  # type: ignore[arg-type]
+    if all(isinstance(d, int) for d in head):
+        return [b.call("reshape", [x], newshape=(math.prod(head), -1))]  # type: ignore[arg-type]
+    raise DynamicShape(f"it flattens {x.tensor} with symbolic sizes on both sides of axis {axis}")
 
 
 @converter("Transpose")
@@ -77,18 +107,30 @@ def _concat(b: Builder, node: Node) -> list[Value | None]:
 
 @converter("Split")
 def _split(b: Builder, node: Node) -> list[Value | None]:
+    """Sizes from `split` (an input in opset 1 and from 13, an attribute between), else equal parts;
+    from opset 18 with `num_outputs` the parts are ceil(size / n) and the last one smaller."""
     x = required(node, 0, "input")
     axis = norm_axis(int(node.attr("axis", 0)), x.ndim)  # type: ignore[call-overload]
-    if b.opset >= 13 and node.input(1) is not None:
+    extent = x.dims[axis]
+    if not isinstance(extent, int):
+        raise DynamicShape(f"it splits axis {axis} of {x.tensor}")
+    if (b.opset >= 13 or b.opset == 1) and node.input(1) is not None:
         sizes = int_list(b.static(node.input(1), "split"))
     else:
         sizes = int_list(node.attr("split"))
+    count = node.num_outputs
+    if not sizes and b.opset >= 18 and node.attr("num_outputs") is not None:
+        count = int(node.attr("num_outputs"))  # type: ignore[call-overload]
+        if count != node.num_outputs or not 1 <= count <= max(extent, 1):
+            raise Unsupported(f"num_outputs={count} for {node.num_outputs} outputs and an axis of {extent}")
+        chunk = -(-extent // count)
+        sizes = [min(chunk, extent - k * chunk) for k in range(count)]
     if not sizes:
-        if x.shape[axis] % node.num_outputs:
-            raise Unsupported(f"{x.shape[axis]} does not split into {node.num_outputs} equal parts")
-        sizes = [x.shape[axis] // node.num_outputs] * node.num_outputs
-    if sum(sizes) != x.shape[axis] or len(sizes) != node.num_outputs:
-        raise Unsupported(f"split sizes {sizes} for an axis of {x.shape[axis]}")
+        if extent % count:
+            raise Unsupported(f"{extent} does not split into {count} equal parts")
+        sizes = [extent // count] * count
+    if sum(sizes) != extent or len(sizes) != node.num_outputs:
+        raise Unsupported(f"split sizes {sizes} for an axis of {extent}")
     if len(sizes) == 1:
         return [x]
     indices = tuple(int(i) for i in np.cumsum(sizes)[:-1])
@@ -145,8 +187,8 @@ def _squeeze(b: Builder, node: Node) -> list[Value | None]:
     if axes is None:
         axes = [i for i, d in enumerate(x.shape) if d == 1]
     axes = sorted(norm_axis(a, x.ndim) for a in axes)
-    if any(x.shape[a] != 1 for a in axes):
-        raise Unsupported(f"squeezing axes {axes} of shape {x.shape}")
+    if any(isinstance(x.dims[a], int) and x.dims[a] != 1 for a in axes):
+        raise Unsupported(f"squeezing axes {axes} of {x.tensor}")
     return [b.call("squeeze", [x], axis=tuple(axes))]
 
 
@@ -158,8 +200,13 @@ def _unsqueeze(b: Builder, node: Node) -> list[Value | None]:
         raise Unsupported("Unsqueeze without axes")
     rank = x.ndim + len(axes)
     axes = sorted(norm_axis(a, rank) for a in axes)
-    if len(axes) == 1:
-        return [b.call("expand_dims", [x], axis=axes[0])]
+    if len(set(axes)) != len(axes):
+        raise Unsupported(f"repeated axes {axes}")
+    if len(axes) == 1 or not x.tensor.is_static:
+        out = x
+        for a in axes:  # ascending: each axis is already where the result has it
+            out = b.call("expand_dims", [out], axis=a)
+        return [out]
     shape = list(x.shape)
     for a in axes:
         shape.insert(a, 1)
@@ -170,11 +217,12 @@ def _unsqueeze(b: Builder, node: Node) -> list[Value | None]:
 def _gather(b: Builder, node: Node) -> list[Value | None]:
     x, indices = required(node, 0, "data"), required(node, 1, "indices")
     axis = norm_axis(int(node.attr("axis", 0)), x.ndim)  # type: ignore[call-overload]
-    if indices.const is not None:
+    extent = x.dims[axis]
+    if indices.const is not None and isinstance(extent, int):
         # ONNX counts negative indices from the end; normalise them now.
-        fixed = np.where(indices.const < 0, indices.const + x.shape[axis], indices.const)
-        if np.any(fixed < 0) or np.any(fixed >= x.shape[axis]):
-            raise Unsupported(f"indices out of range for an axis of {x.shape[axis]}")
+        fixed = np.where(indices.const < 0, indices.const + extent, indices.const)
+        if np.any(fixed < 0) or np.any(fixed >= extent):
+            raise Unsupported(f"indices out of range for an axis of {extent}")
         indices = b.const(fixed.astype(np.int64))
         return [b.call("take", [x, indices], axis=axis)]
     return [b.call("take", [x, indices], axis=axis, mode="wrap")]
@@ -198,7 +246,7 @@ def _constant(b: Builder, node: Node) -> list[Value | None]:
     for key, dtype in (("value", None), ("value_float", np.float32), ("value_floats", np.float32),
                        ("value_int", np.int64), ("value_ints", np.int64)):
         if key in node.attrs:
-            return [b.const(np.asarray(node.attrs[key], dtype=dtype))]
+            return [b.const(np.asarray(node.attrs[key], dtype=dtype))]  # a tensor passed the element-type gate
     raise Unsupported(f"attribute {', '.join(node.attrs) or '(none)'}")
 
 
@@ -215,22 +263,32 @@ def _constant_of_shape(b: Builder, node: Node) -> list[Value | None]:
 def _expand(b: Builder, node: Node) -> list[Value | None]:
     x = required(node, 0, "input")
     shape = tuple(np.broadcast_shapes(x.shape, tuple(int_list(b.static(node.input(1), "shape")))))
-    if shape == x.shape:
-        return [x]
-    zeros = b.call("full", [scalar(b, 0, x.dtype)], shape=shape, dtype=x.dtype)
-    return [b.call("add", [x, zeros]) if x.dtype != "bool" else b.call("logical_or", [x, zeros])]
+    return [broadcast_to(b, x, shape)]
+
+
+def reduced_axes(b: Builder, node: Node, x: Value, axes_since: int) -> tuple[int, ...] | None:
+    """The sorted axes a Reduce* node reduces (axes an attribute before opset `axes_since`, an
+    input from it on; none given: all of them), or None when it is the identity
+    (`noop_with_empty_axes` without axes)."""
+    axes = _axes_input(b, node, axes_since)
+    if not axes:   # left out or empty
+        return None if int(node.attr("noop_with_empty_axes", 0)) else tuple(range(x.ndim))  # type: ignore[call-overload]
+    return tuple(sorted(norm_axis(a, x.ndim) for a in axes))
 
 
 def _reduce(b: Builder, node: Node, op: str, axes_since: int) -> list[Value | None]:
+    """Over `axes`, or all axes when there are none, unless `noop_with_empty_axes` (from the
+    opset `axes` became an input) asks for the input itself."""
     x = required(node, 0, "data")
-    axes = _axes_input(b, node, axes_since)
+    axes = reduced_axes(b, node, x, axes_since)
+    if axes is None:
+        return [x]
     keepdims = bool(node.attr("keepdims", 1))
-    if not axes:
-        if axes is not None or not int(node.attr("noop_with_empty_axes", 0)):
-            axes = list(range(x.ndim))
-        else:
-            return [x]
-    return [b.call(op, [x], axis=tuple(sorted(norm_axis(a, x.ndim) for a in axes)), keepdims=keepdims)]
+    if op in ("max", "min"):   # of nothing: the dtype's lowest (highest) value
+        empty = empty_reduction(b, x, axes, keepdims, extreme(x.dtype, op == "max"))
+        if empty is not None:
+            return [empty]
+    return [b.call(op, [x], axis=axes, keepdims=keepdims)]
 
 
 _REDUCE = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "max", "ReduceMin": "min",
@@ -255,8 +313,14 @@ def _arg_reduce(b: Builder, node: Node) -> list[Value | None]:
 
 @converter("Tile")
 def _tile(b: Builder, node: Node) -> list[Value | None]:
+    """`repeats` per axis; opset 1 repeats one axis (`axis` input) `tiles` times."""
     x = required(node, 0, "input")
-    repeats = int_list(b.static(node.input(1), "repeats"))
+    if b.opset < 6:
+        repeats = [1] * x.ndim
+        repeats[norm_axis(int(b.static(node.input(2), "axis").reshape(-1)[0]), x.ndim)] = int(
+            b.static(node.input(1), "tiles").reshape(-1)[0])
+    else:
+        repeats = int_list(b.static(node.input(1), "repeats"))
     if len(repeats) != x.ndim or any(r < 1 for r in repeats):
         raise Unsupported(f"repeats {repeats} for a rank-{x.ndim} tensor")
     out = x

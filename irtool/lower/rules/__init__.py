@@ -1,7 +1,8 @@
 """TIR compute rules, one module per operator family; importing this package fills the rule
 table that `compute_rule` reads (lowering owns it: the operator registry knows nothing of TIR)."""
 
-from irtool.lower.rules import broadcast, elementwise, nn, reduce, transform
+from irtool.lower.rules import bitwise, broadcast, elementwise, math, nn, reduce, transform
+from irtool.lower.rules import indexing, normalization, quantize, resample
 from irtool.lower.rules._rule import RULES, Rule
 
 
@@ -10,4 +11,5 @@ def compute_rule(name: str) -> Rule | None:
     return RULES.get(name)
 
 
-__all__ = ["Rule", "broadcast", "compute_rule", "elementwise", "nn", "reduce", "transform"]
+__all__ = ["Rule", "bitwise", "broadcast", "compute_rule", "elementwise", "indexing", "math", "nn", "normalization", "quantize",
+           "reduce", "resample", "transform"]

@@ -62,3 +62,24 @@ def elementwise(out: Type, inputs: Sequence[Tensor], f: Callable[..., PrimExpr],
 def float_type_for(dtype: str) -> str:
     """The float type numpy computes a math function of an integer array in."""
     return str(np.result_type(np.dtype(dtype), np.float16))
+
+
+def elementwise_rules(functions: Mapping[str, Callable[..., PrimExpr]]) -> None:
+    """Declares each named operator's rule: `fn` of one element of each (broadcast) input."""
+    def declare(name: str, fn: Callable[..., PrimExpr]) -> None:
+        rule(name)(lambda args, attrs, out: elementwise(out, args, fn, name))
+    for name, fn in functions.items():
+        declare(name, fn)
+
+
+def sum_dtype(dtype: str) -> str:
+    """What a sum is accumulated in, as numpy accumulates it: float16 in float32 (pairwise over
+    float32 partial sums, rounded once), any other dtype in itself (ml_dtypes' bfloat16 sums
+    round at each step)."""
+    return "float32" if dtype == "float16" else dtype
+
+
+def dot_dtype(dtype: str) -> str:
+    """What a sum of products (conv2d, dense, batch_matmul) is accumulated in: float32 for both
+    16-bit floats, as numpy's half and ml_dtypes' bfloat16 matmuls do; the dtype otherwise."""
+    return "float32" if dtype in ("float16", "bfloat16") else dtype

@@ -79,6 +79,7 @@ UNARY: dict[str, Callable[[PrimExpr], PrimExpr]] = {
     "floor": _identity_on_ints(lambda x: Call("floor", (x,))),
     "ceil": _identity_on_ints(lambda x: Call("ceil", (x,))),
     "round": _identity_on_ints(_round_half_away),
+    "nearbyint": _identity_on_ints(lambda x: Call("round", (x,))),  # TIR `round` is half to even
     "nn.relu": lambda x: BinaryOp("max", x, imm(0, x.dtype)),
     "logical_not": _logical_not,
     "copy": lambda x: x,

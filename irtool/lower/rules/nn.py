@@ -15,10 +15,11 @@ import numpy as np
 from irtool.ir.tir import BinaryOp, Call, PrimExpr, is_float
 from irtool.ir.types import TensorType, Type
 from irtool.lower.errors import LoweringError
-from irtool.lower.rules._rule import Attrs, out_tensor_type, rule, shape_of
+from irtool.lower.rules._rule import Attrs, dot_dtype, out_tensor_type, rule, shape_of, sum_dtype
 from irtool.lower.rules.reduce import mean_of
 from irtool.lower.schedules import conv2d_schedule, dense_tiled, host_register_tile
 from irtool.lower.schedules.layout import in_blocked
+from irtool.lower.schedules.matmul import matmul_tiled
 from irtool.lower.schedules.pad import pad_nchw
 from irtool.lower.te import (
     Compute,
@@ -79,21 +80,22 @@ def _conv2d(args: list, attrs: Attrs, out: Type) -> Tensor:
         if tiled is not None:
             return tiled
     per_group = o // groups
+    wide = dot_dtype(dtype)
 
     def fbody(ctx: Element, idx: Idx) -> PrimExpr:
         bn, bo, oy, ox = (idx[ol.index(a)] for a in "NCHW")
         base = mul(floordiv(bo, per_group), cg) if groups > 1 else const(0)
-        acc = ctx.accumulator(dtype, imm(0, dtype), "conv_acc")
+        acc = ctx.accumulator(wide, imm(0, wide), "conv_acc")
 
         def body(r: Idx) -> PrimExpr:
             rc, ry, rx = r
             xi = _in_layout((bn, add(base, rc), add(mul(oy, sh), mul(ry, dh)), add(mul(ox, sw), mul(rx, dw))),
                             "NCHW", data_layout)
             wi = in_blocked((bo, rc, ry, rx), "OIHW", kl)
-            prod = BinaryOp("mul", cast(dtype, ctx.load(data, xi)), cast(dtype, ctx.load(w, wi)))
+            prod = BinaryOp("mul", cast(wide, ctx.load(data, xi)), cast(wide, ctx.load(w, wi)))
             return acc_store(acc, BinaryOp("add", acc_load(acc), prod))
         ctx.loop((cg, kh, kw), ("rc", "ry", "rx"), body)
-        return acc_load(acc)
+        return cast(dtype, acc_load(acc))
     return Reduce(shape_of(out), dtype, fbody, "conv2d")
 
 
@@ -122,16 +124,19 @@ def _dense(args: list, attrs: Attrs, out: Type) -> Tensor:
     dtype = out_tensor_type(out).dtype
     wl = _layout(attrs, "weight_layout", "NK")
     tiled = dense_tiled(x, w, dtype, weight_layout=wl)
+    if tiled is None and wl == "NK":
+        tiled = matmul_tiled(x, w, dtype, shape_of(out), False, True)
     if tiled is not None:
         return tiled
     k_extent = x.shape[-1]
+    wide = dot_dtype(dtype)
 
     def fbody(ctx: Element, idx: Idx) -> PrimExpr:
-        acc = ctx.accumulator(dtype, imm(0, dtype), "dense_acc")
+        acc = ctx.accumulator(wide, imm(0, wide), "dense_acc")
         ctx.loop((k_extent,), ("k",), lambda r: acc_store(acc, BinaryOp("add", acc_load(acc), BinaryOp(
-            "mul", cast(dtype, ctx.load(x, idx[:-1] + r)),
-            cast(dtype, ctx.load(w, in_blocked((idx[-1], r[0]), "NK", wl)))))))
-        return acc_load(acc)
+            "mul", cast(wide, ctx.load(x, idx[:-1] + r)),
+            cast(wide, ctx.load(w, in_blocked((idx[-1], r[0]), "NK", wl)))))))
+        return cast(dtype, acc_load(acc))
     return Reduce(shape_of(out), dtype, fbody, "dense")
 
 
@@ -140,21 +145,25 @@ def _batch_matmul(args: list, attrs: Attrs, out: Type) -> Tensor:
     a, b = args
     dtype = out_tensor_type(out).dtype
     ta, tb = bool(attrs["transpose_a"]), bool(attrs["transpose_b"])
+    tiled = matmul_tiled(a, b, dtype, shape_of(out), ta, tb)
+    if tiled is not None:
+        return tiled
     k_extent = a.shape[1] if ta else a.shape[2]
+    wide = dot_dtype(dtype)
 
     def fbody(ctx: Element, idx: Idx) -> PrimExpr:
         bi, i, j = idx
         ba = const(0) if a.shape[0] == 1 else bi
         bb = const(0) if b.shape[0] == 1 else bi
-        acc = ctx.accumulator(dtype, imm(0, dtype), "matmul_acc")
+        acc = ctx.accumulator(wide, imm(0, wide), "matmul_acc")
 
         def body(r: Idx) -> PrimExpr:
             (k,) = r
             av = ctx.load(a, (ba, k, i) if ta else (ba, i, k))
             bv = ctx.load(b, (bb, j, k) if tb else (bb, k, j))
-            return acc_store(acc, BinaryOp("add", acc_load(acc), BinaryOp("mul", cast(dtype, av), cast(dtype, bv))))
+            return acc_store(acc, BinaryOp("add", acc_load(acc), BinaryOp("mul", cast(wide, av), cast(wide, bv))))
         ctx.loop((k_extent,), ("k",), body)
-        return acc_load(acc)
+        return cast(dtype, acc_load(acc))
     return Reduce(shape_of(out), dtype, fbody, "batch_matmul")
 
 
@@ -179,15 +188,18 @@ def _without(idx: Idx, axis: int) -> Idx:
 
 def _row_reduce(x: Tensor, axis: int, value: Callable[[Element, Idx], PrimExpr], combine: str,
                 first: bool, name: str) -> Reduce:
-    """A reduction of `value(ctx, x-index)` along `axis`; the result drops that axis."""
+    """A reduction of `value(ctx, x-index)` along `axis`; the result drops that axis. Sums of
+    16-bit floats accumulate in float32, as numpy's do."""
+    wide = x.dtype if combine != "add" else sum_dtype(x.dtype)
+
     def fbody(ctx: Element, idx: Idx) -> PrimExpr:
         def at(k: PrimExpr) -> Idx:
             return idx[:axis] + (k,) + idx[axis:]
-        init = value(ctx, at(const(0))) if first else imm(0, x.dtype)
-        acc = ctx.accumulator(x.dtype, init, f"{name}_acc")
+        init = value(ctx, at(const(0))) if first else imm(0, wide)
+        acc = ctx.accumulator(wide, init, f"{name}_acc")
         ctx.loop((x.shape[axis],), ("k",), lambda r: acc_store(
-            acc, BinaryOp(combine, acc_load(acc), value(ctx, at(r[0])))))
-        return acc_load(acc)
+            acc, BinaryOp(combine, acc_load(acc), cast(wide, value(ctx, at(r[0]))))))
+        return cast(x.dtype, acc_load(acc))
     return Reduce(_without(x.shape, axis), x.dtype, fbody, name)
 
 

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 
 from irtool.ir.tir import BinaryOp, PrimExpr, is_float
 from irtool.ir.types import Type
-from irtool.lower.rules._rule import Attrs, out_tensor_type, rule, shape_of
+from irtool.lower.rules._rule import Attrs, out_tensor_type, rule, shape_of, sum_dtype
 from irtool.lower.te import (Element, Idx, Reduce, Tensor, acc_load, acc_store, cast, const, imm, ravel, select)
 from irtool.ops.definitions.reduce import reduce_axes
 
@@ -25,17 +25,21 @@ def input_index(ndim: int, axes: Sequence[int], keepdims: bool, idx: Idx, r: Idx
 
 def reduction(x: Tensor, axes: Sequence[int], keepdims: bool, out: Type, combine: Combine,
               init: Callable[[Element, Idx], PrimExpr],
-              finalize: Callable[[PrimExpr], PrimExpr] = lambda v: v, name: str = "red") -> Reduce:
-    """out[idx] = finalize(fold(combine, init, x[idx with the reduced axes running]))."""
+              finalize: Callable[[PrimExpr], PrimExpr] = lambda v: v, name: str = "red",
+              wide: str | None = None) -> Reduce:
+    """out[idx] = finalize(fold(combine, init, x[idx with the reduced axes running])), folded in
+    the `wide` dtype (x's by default) and converted back to x's before `finalize`."""
     extents = [x.shape[a] for a in axes]
     dtype = out_tensor_type(out).dtype
+    acc_dtype = wide or x.dtype
 
     def fbody(ctx: Element, idx: Idx) -> PrimExpr:
         zeros = tuple(const(0) for _ in axes)
-        acc = ctx.accumulator(x.dtype, init(ctx, input_index(x.ndim, axes, keepdims, idx, zeros)), f"{name}_acc")
+        first = cast(acc_dtype, init(ctx, input_index(x.ndim, axes, keepdims, idx, zeros)))
+        acc = ctx.accumulator(acc_dtype, first, f"{name}_acc")
         ctx.loop(extents, [f"k{a}" for a in axes], lambda r: acc_store(
-            acc, combine(acc_load(acc), ctx.load(x, input_index(x.ndim, axes, keepdims, idx, r)))))
-        return finalize(acc_load(acc))
+            acc, combine(acc_load(acc), cast(acc_dtype, ctx.load(x, input_index(x.ndim, axes, keepdims, idx, r))))))
+        return finalize(cast(x.dtype, acc_load(acc)))
     return Reduce(shape_of(out), dtype, fbody, name)
 
 
@@ -61,7 +65,8 @@ def _reduce_rule(name: str, combine: Combine, init: Callable[[Tensor], Callable[
     def lower(args: list, attrs: Attrs, out: Type) -> Tensor:
         x = args[0]
         axes = reduce_axes(name, attrs, x.ndim)
-        return reduction(x, axes, bool(attrs["keepdims"]), out, combine, init(x), name=name)
+        wide = sum_dtype(x.dtype) if name == "sum" else None   # numpy's half sums are float32
+        return reduction(x, axes, bool(attrs["keepdims"]), out, combine, init(x), name=name, wide=wide)
 
 
 for _name, (_combine, _init) in REDUCERS.items():
@@ -86,7 +91,7 @@ def _mean(args: list, attrs: Attrs, out: Type) -> Tensor:
     for a in axes:
         count *= x.shape[a]
     return reduction(x, axes, bool(attrs["keepdims"]), out, REDUCERS["sum"][0], _identity(0)(x),
-                     lambda total: mean_of(total, count), "mean")
+                     lambda total: mean_of(total, count), "mean", sum_dtype(x.dtype))
 
 
 def _arg_reduce(name: str, better: str) -> None:

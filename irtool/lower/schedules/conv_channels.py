@@ -35,6 +35,7 @@ from irtool.lower.schedules.tile import (
     loop,
     register_tiles,
     shifted,
+    tiled_dtypes,
     vec,
 )
 from irtool.lower.te import (
@@ -44,6 +45,7 @@ from irtool.lower.te import (
     Scheduled,
     Tensor,
     add,
+    cast,
     const,
     floordiv,
     floormod,
@@ -55,12 +57,13 @@ def conv2d_channels_tiled(data: Tensor, w: Tensor, kernel_layout: str, kernel: t
                           out_shape: tuple[int, ...], strides: tuple[int, int], dilation: tuple[int, int],
                           groups: int, tile: RegisterTile, strip: int = 256) -> Scheduled | None:
     """The NCHW conv over already padded `data` with a `kernel` = (KH, KW) weight `w` in
-    `kernel_layout` (any permutation of OIHW, possibly blocked), or None for dtypes other than float32.
+    `kernel_layout` (any permutation of OIHW, possibly blocked), or None for dtypes other than
+    float32 and integers accumulated in int32 (widened on load).
 
     `tile.rows` pixels x `tile.vectors` vectors of `tile.lanes` channels are accumulated in
     registers; pixels are swept in strips of about `strip` so that the strip's input rows stay
     in cache while every channel tile of the group passes over them."""
-    if not (dtype == "float32" and data.dtype == w.dtype == dtype) or min(out_shape) == 0:
+    if not tiled_dtypes(dtype, data.dtype, w.dtype) or min(out_shape) == 0:
         return None
     n_ext, o_ext, oh, ow = out_shape
     cg = data.shape[1] // groups
@@ -92,7 +95,8 @@ def conv2d_channels_tiled(data: Tensor, w: Tensor, kernel_layout: str, kernel: t
         def scalar(p: PrimExpr, red: Idx) -> PrimExpr:
             rc, ry, rx = red
             y, x = pixel(p)
-            return BufferLoad(db, (b, add(mul(g, cg), rc), add(mul(y, sh), mul(ry, dh)), add(mul(x, sw), mul(rx, dw))))
+            return cast(dtype, BufferLoad(db, (b, add(mul(g, cg), rc), add(mul(y, sh), mul(ry, dh)),
+                                               add(mul(x, sw), mul(rx, dw)))))
 
         def weights_of(first_block: int) -> Vector:
             """Channel tiles of a block start at multiples of NR: chunk c of tile nt is block
@@ -124,6 +128,6 @@ def conv2d_channels_tiled(data: Tensor, w: Tensor, kernel_layout: str, kernel: t
         pack = For(o, const(0), const(o_ext), "serial", For(rc, const(0), const(cg), "serial", For(
             ry, const(0), const(kh), "serial", For(rx, const(0), const(kw), "serial", BufferStore(
                 packed, (blk, rc, ry, rx, floormod(floormod(o, og), lanes)),
-                BufferLoad(wb, in_blocked((o, rc, ry, rx), "OIHW", kernel_layout)))))))
+                cast(dtype, BufferLoad(wb, in_blocked((o, rc, ry, rx), "OIHW", kernel_layout))))))))
         return Allocate(packed, seq([pack, body]))
     return Scheduled(out_shape, dtype, emit, "conv2d")

@@ -103,8 +103,8 @@ def dense_tiled(x: Tensor, w: Tensor, dtype: str, tile: RegisterTile | None = No
 
 
 def pack_panel(builder: Builder, w: Tensor, panel: Buffer, n0: PrimExpr, width: int, k_ext: int,
-               kc: int = 16) -> Stmt:
-    """panel[k, j] = w[n0 + j, k] for the `width` rows from n0, as transposes of width x KC
+               kc: int = 16, lead: Idx = ()) -> Stmt:
+    """panel[k, j] = w[*lead, n0 + j, k] for the `width` rows from n0, as transposes of width x KC
     blocks: each block reads one cache line from each row and writes KC lines of the panel, all
     in L1 (rows whose stride is a multiple of 4 KiB would otherwise evict each other between
     consecutive k). A computed `w` (the model zoo's weights are `full(...)` fills fused into the
@@ -114,7 +114,7 @@ def pack_panel(builder: Builder, w: Tensor, panel: Buffer, n0: PrimExpr, width: 
     for k0, count, size in blocks(k_ext, kc):
         kb, j, kk = Var("kb", INDEX), Var("j", INDEX), Var("kk", INDEX)
         k = add(add(mul(kb, size), k0), kk)
-        body = builder.store_element(w, (add(n0, j), k), panel, (k, j))
+        body = builder.store_element(w, (*lead, add(n0, j), k), panel, (k, j))
         body = For(j, const(0), const(width), "serial", For(kk, const(0), const(size), "serial", body))
         out.append(For(kb, const(0), const(count), "serial", body))
     return seq(out)

@@ -29,15 +29,15 @@ from irtool.ir.tir import (
     BufferLoad,
     BufferStore,
     Call,
-    FloatImm,
     For,
     PrimExpr,
     Ramp,
     Stmt,
     Var,
+    is_float,
     seq,
 )
-from irtool.lower.te import INDEX, Idx, add, const, mul
+from irtool.lower.te import INDEX, Idx, add, const, imm, mul
 
 Store = Callable[[Idx, PrimExpr], Stmt]                            # (output index, value) -> the store
 Block = tuple[int, int, int]                                       # (start, tile count, tile size)
@@ -100,6 +100,26 @@ def splat(value: PrimExpr, lanes: int) -> PrimExpr:
     return Broadcast(value, lanes) if lanes > 1 else value
 
 
+# Operand dtypes of the integer products (accumulated in int32, as numpy's int32 matmul wraps).
+INTEGER_OPERANDS = ("int8", "uint8", "int16", "uint16", "int32")
+
+
+def tiled_dtypes(dtype: str, a: str, b: str) -> bool:
+    """Whether the tile computes a `dtype` product of `a` and `b` operands: float32 throughout,
+    or integers (quantized int8 / uint8 codes) accumulated in int32."""
+    if dtype == "float32":
+        return a == b == dtype
+    return dtype == "int32" and a in INTEGER_OPERANDS and b in INTEGER_OPERANDS
+
+
+def mul_add(a: PrimExpr, b: PrimExpr, c: PrimExpr) -> PrimExpr:
+    """a * b + c: one `fma` for floats; for integers (an int8 product accumulated in int32) a
+    multiply and an add, which wrap as numpy's do."""
+    if is_float(c.dtype):
+        return Call("fma", [a, b, c])
+    return BinaryOp("add", BinaryOp("mul", a, b), c)
+
+
 def loop(name: str, extent: int, body: Callable[[PrimExpr], Stmt]) -> Stmt:
     """A serial loop, or just its body at 0 when it has one iteration."""
     if extent == 1:
@@ -125,7 +145,7 @@ def register_tiles(mblock: Block, nblock: Block, lanes: int, dtype: str, reducti
     hide the instruction's latency."""
     mr, nr = mblock[2], nblock[2]
     pieces = chunks(nr, lanes)
-    zero = FloatImm(0.0, dtype)
+    zero = imm(0, dtype)
     outer, tail = divmod(reduction[-1], split)
 
     def tile(mt: PrimExpr, nt: PrimExpr) -> Stmt:
@@ -138,9 +158,9 @@ def register_tiles(mblock: Block, nblock: Block, lanes: int, dtype: str, reducti
 
         def steps(at_red: Idx, part: int) -> list[Stmt]:
             """One reduction step into partial sum `part` of every slot."""
-            return [BufferStore(acc, slot(r * split + part, c, n), Call("fma", [
+            return [BufferStore(acc, slot(r * split + part, c, n), mul_add(
                 splat(scalar(add(m0, r), at_red), n), vector(nt, n0, c, n, at_red),
-                BufferLoad(acc, slot(r * split + part, c, n))])) for r in range(mr) for c, n in pieces]
+                BufferLoad(acc, slot(r * split + part, c, n)))) for r in range(mr) for c, n in pieces]
         init = [BufferStore(acc, slot(r, c, n), splat(zero, n)) for r in range(mr * split) for c, n in pieces]
         main: Stmt = seq([s for u in range(split) for s in steps((*red[:-1], add(mul(red[-1], split), u)), u)])
         inner = [For(red[-1], const(0), const(outer), "serial", main)] if outer else []

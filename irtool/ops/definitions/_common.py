@@ -137,5 +137,6 @@ DOMAINS = {
 def check_domain(op: str, t: TensorType, domain: str, what: str = "") -> TensorType:
     ok, label = DOMAINS[domain]
     if not ok(t.dtype):
-        raise TypeRelError(f"{op}: {what + ' ' if what else ''}expects a {label}, got {t}")
+        article = "an" if label[0] in "aeiou" else "a"
+        raise TypeRelError(f"{op}: {what + ' ' if what else ''}expects {article} {label}, got {t}")
     return t

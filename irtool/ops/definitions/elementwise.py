@@ -69,6 +69,7 @@ UNARY_MATH: dict[str, tuple[Callable[[np.ndarray], np.ndarray], str]] = {
     "floor": (np.floor, "numeric"),
     "ceil": (np.ceil, "numeric"),
     "round": (_round_half_away, "numeric"),
+    "nearbyint": (np.rint, "numeric"),  # halves to even (C's nearbyint; ONNX Round)
     "nn.relu": (lambda x: np.maximum(x, x.dtype.type(0)), "numeric"),
     "logical_not": (np.logical_not, "any"),
     "copy": (np.copy, "any"),

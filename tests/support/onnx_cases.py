@@ -1,0 +1,62 @@
+"""ONNX models as oracles: the conformance node cases (`onnx.backend.test.case.node`, with the
+outputs the ONNX reference computed), onnxruntime on small `onnx.helper` graphs, and running
+either through irtool's interpreter or native code."""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+
+def node_cases(*modules: str) -> dict[str, Any]:
+    """The node cases by name that the named generator modules of `onnx.backend.test.case.node`
+    make (`attention`, `quantizelinear`, ...; a module makes its cases when first imported), or
+    every case when none is named (about 5 s)."""
+    import onnx.backend.test.case.node as generators
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # the generators cast out-of-range values on purpose
+        if not modules:
+            return {c.name: c for c in generators.collect_testcases(None)}
+        for module in modules:
+            importlib.import_module(f"{generators.__name__}.{module}")
+    return {c.name: c for c in generators._NodeTestCases}  # what the imported generators made
+
+
+def run_irtool(model: Any, inputs: Sequence[np.ndarray], native: bool = False) -> list[np.ndarray]:
+    """The model's outputs from irtool's interpreter or native code (weights embedded)."""
+    import irtool
+    from irtool.eval.interpreter import run_function
+    from irtool.frontend.onnx import import_model
+    module = import_model(model, embed_params=True).module
+    got = irtool.build(module)(*inputs) if native else run_function(module, list(inputs))
+    return list(got) if isinstance(got, tuple) else [got]
+
+
+def assert_outputs(got: Sequence[np.ndarray], want: Sequence[np.ndarray], rtol: float, atol: float) -> None:
+    """Equal shapes and dtypes; floats within the tolerances (NaN where NaN), others exactly."""
+    from onnx import numpy_helper
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        g = np.asarray(g)
+        w = numpy_helper.to_array(w) if hasattr(w, "data_type") else np.asarray(w)   # a TensorProto
+        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
+        if w.dtype.kind == "f" or w.dtype.name == "bfloat16":
+            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol, atol=atol)
+        else:
+            np.testing.assert_array_equal(g, w)
+
+
+def check_node_case(case: Any, native: bool = False) -> None:
+    """irtool reproduces the node case's expected outputs, within its tolerances."""
+    for inputs, outputs in case.data_sets:
+        assert_outputs(run_irtool(case.model, inputs, native), outputs, case.rtol, case.atol)
+
+
+def onnxruntime_outputs(model: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    from irtool.frontend.onnx_zoo import onnxruntime_session
+    session = onnxruntime_session(model)
+    return session.run(None, {i.name: x for i, x in zip(session.get_inputs(), inputs)})
