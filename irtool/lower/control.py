@@ -4,7 +4,7 @@ A body with `if`, `match`, closures, references, constructors or calls of other 
 all of them (docs/native-relay.md: native code compiles the whole language); only what the
 dataflow lowering (`irtool.lower.module`) does to a primitive call is done wherever one
 appears — in branches, clauses and closure bodies. A call of a global marked `Primitive=1` (a
-partitioned function, its `Composite` literals called in place) is lowered as one fused group.
+partitioned function) is lowered as one fused group, like a primitive literal.
 The walk is iterative and does not enter primitive function literals.
 """
 
@@ -15,7 +15,7 @@ from irtool.ir.expr import (Call, Constant, Expr, Function, GlobalVar, If, Let, 
                             RefWrite, Tuple, TupleGetItem, Var)
 from irtool.ir.types import TensorType, TupleType
 from irtool.ir.visitor import post_order
-from irtool.lower.module import ModuleLowering, _substitute, _typed
+from irtool.lower.module import ModuleLowering, _typed
 from irtool.lower.primitive import type_of
 
 
@@ -91,33 +91,8 @@ def _lower_call(lowering: ModuleLowering, call: Call, args: list[Expr], op: Expr
     if isinstance(op, GlobalVar):
         callee = lowering.mod.functions.get(op.name_hint)
         if isinstance(callee, Function) and callee.is_primitive:
-            return lowering.lower_primitive_call(inline_literal_calls(callee), args, call)
+            return lowering.lower_primitive_call(callee, args, call)
     return Call(op, args, call.attrs, call.span, call.type_args)
-
-
-def inline_literal_calls(fn: Function) -> Function:
-    """A primitive function whose body calls function literals in place (TVM's `Composite`
-    functions of a partitioned global) with those calls replaced by the literals' bodies."""
-    new: dict[int, Expr] = {}
-    changed = False
-    for node in post_order(fn.body, _children):
-        if not isinstance(node, (Call, Tuple, TupleGetItem)):
-            continue
-        if isinstance(node, Call):
-            args = [new.get(id(a), a) for a in node.args]
-            if isinstance(node.op, Function):
-                new[id(node)] = _typed(_substitute(node.op, args), node)
-                changed = True
-            else:
-                new[id(node)] = _typed(Call(node.op, args, node.attrs, node.span, node.type_args), node)
-        elif isinstance(node, Tuple):
-            new[id(node)] = _typed(Tuple([new.get(id(f), f) for f in node.fields], node.span), node)
-        else:
-            new[id(node)] = _typed(TupleGetItem(new.get(id(node.tuple_value), node.tuple_value), node.index,
-                                                node.span), node)
-    if not changed:
-        return fn
-    return Function(fn.params, new.get(id(fn.body), fn.body), fn.ret_type, fn.type_params, fn.attrs, fn.span)
 
 
 def _children(node: Expr) -> tuple[Expr, ...]:

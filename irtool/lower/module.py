@@ -150,6 +150,7 @@ class ModuleLowering:
         raise DiagnosticError("lower: a call of a computed function (a closure) cannot be lowered", call.span)
 
     def lower_primitive_call(self, fn: Function, args: list[Expr], call: Call) -> Expr:
+        fn = _inline_literal_calls(fn)
         ops = [n for n in post_order(fn.body) if isinstance(n, Call) and isinstance(n.op, Op)]
         if not ops:  # only tuples and projections: routing, no kernel
             return _substitute(fn, args)
@@ -223,6 +224,32 @@ def _substitute(fn: Function, args: list[Expr]) -> Expr:
             raise DiagnosticError(f"lower: {_describe(node)} inside a primitive function cannot be lowered",
                                   node.span)
     return env.get(id(fn.body), fn.body)
+
+
+def _inline_literal_calls(fn: Function) -> Function:
+    """A primitive function whose body calls function literals in place (TVM's `Composite`
+    functions of a partitioned function, global or inlined) with those calls replaced by the
+    literals' bodies: one fused group."""
+    new: dict[int, Expr] = {}
+    changed = False
+    for node in _dataflow_order(fn.body):
+        if not isinstance(node, (Call, Tuple, TupleGetItem)):
+            continue
+        if isinstance(node, Call):
+            args = [new.get(id(a), a) for a in node.args]
+            if isinstance(node.op, Function):
+                new[id(node)] = _typed(_substitute(node.op, args), node)
+                changed = True
+            else:
+                new[id(node)] = _typed(Call(node.op, args, node.attrs, node.span, node.type_args), node)
+        elif isinstance(node, Tuple):
+            new[id(node)] = _typed(Tuple([new.get(id(f), f) for f in node.fields], node.span), node)
+        else:
+            new[id(node)] = _typed(TupleGetItem(new.get(id(node.tuple_value), node.tuple_value), node.index,
+                                                node.span), node)
+    if not changed:
+        return fn
+    return Function(fn.params, new.get(id(fn.body), fn.body), fn.ret_type, fn.type_params, fn.attrs, fn.span)
 
 
 def _typed(expr: Expr, like: Expr | None, ty: object = None) -> Expr:

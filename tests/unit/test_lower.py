@@ -228,8 +228,10 @@ def test_adt_values_lower_with_their_fields_computed_by_kernels() -> None:
     assert isinstance(ctor.args[0], Call) and ctor.args[0].op == Op("call_lowered")
 
 
-def test_a_call_of_a_primitive_global_lowers_to_one_kernel() -> None:
-    """A partitioned global (`Primitive=1`, its `Composite` literal called in place) is one fused group."""
+@pytest.mark.parametrize("pipeline", ["fuse-ops,lower", "inline{all=true},fuse-ops,lower"])
+def test_a_call_of_a_primitive_global_lowers_to_one_kernel(pipeline: str) -> None:
+    """A partitioned global (`Primitive=1`, its `Composite` literal called in place) is one fused
+    group, also once the build has inlined it into `main` as a literal (12 TVM corpus programs)."""
     text = """
 def @part(%a: Tensor[(2), float32], Primitive=1, Compiler="ext") -> Tensor[(2), float32] {
   %0 = fn (%b: Tensor[(2), float32], Composite="relu") -> Tensor[(2), float32] { nn.relu(%b) };
@@ -238,7 +240,7 @@ def @part(%a: Tensor[(2), float32], Primitive=1, Compiler="ext") -> Tensor[(2), 
 }
 def @main(%x: Tensor[(2), float32]) { @part(%x) }
 """
-    mod = lowered(text)
+    mod = lowered(text, pipeline)
     (call,) = main_calls(mod)
     assert call.op == Op("call_lowered") and call.args[0].name_hint == "fused_nn_relu_exp"  # type: ignore[union-attr]
     x = np.array([0.5, -2.0], np.float32)
