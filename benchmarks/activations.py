@@ -5,8 +5,9 @@
 The layer is MobileNetV3/EfficientNet-sized: 1x64x56x56, 64 filters 3x3, pad 1. Each row is the
 ONNX model Conv + activation imported and compiled (`irtool.build`); the activation fuses into
 the convolution's epilogue, so the row minus the first (Conv alone) is the activation's cost.
-onnxruntime runs the same model in the same process. Times are the median and the minimum of
-`--repeat` runs after a warm-up; on a shared machine compare rows of one run.
+onnxruntime runs the same model in the same process, alternately with irtool
+(`harness.alternate`: `--repeat` A/B rounds after a warm-up, so load hits both alike). Times are
+the median and the minimum; on a shared machine compare rows of one run. The host line comes first.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -23,7 +22,9 @@ import onnx
 from onnx import helper, numpy_helper
 
 import irtool
-from irtool.frontend.onnx import MAX_OPSET, import_model
+from harness import alternate, describe_host
+from irtool.frontend.onnx import import_model
+from irtool.frontend.onnx_support import newest_opset
 from irtool.frontend.onnx_zoo import onnxruntime_session
 
 # (label, ONNX op type or None for the bare convolution, attributes, opset the op needs)
@@ -37,18 +38,6 @@ ROWS: list[tuple[str, str | None, dict[str, Any], int]] = [
     ("Gelu tanh", "Gelu", {"approximate": "tanh"}, 20),
     ("Mish", "Mish", {}, 18),
 ]
-
-
-def _times_ms(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
-    """(median, minimum) of `repeat` runs after a warm-up; on a loaded host the minimum is the
-    steadier figure."""
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times), min(times)
 
 
 def _model(op: str | None, attrs: dict[str, Any], opset: int, w: np.ndarray, b: np.ndarray) -> onnx.ModelProto:
@@ -73,17 +62,19 @@ def main() -> None:
     w = (rng.standard_normal((64, 64, 3, 3)) * 0.05).astype(np.float32)
     b = rng.standard_normal(64).astype(np.float32)
     rows = []
+    print(describe_host().line())
     print(f"{'activation':14s} {'irtool median/min ms':>21s} {'min over Conv':>14s} {'onnxruntime median/min ms':>26s}")
     base = None
     for label, op, attrs, opset in ROWS:
-        if opset > MAX_OPSET:
-            print(f"{label:14s} (opset {opset} is newer than the importer's {MAX_OPSET})")
+        if opset > newest_opset():
+            print(f"{label:14s} (opset {opset} is newer than the importer's {newest_opset()})")
             continue
         model = _model(op, attrs, opset, w, b)
         native = irtool.build(import_model(model, embed_params=True).module)
-        ours = _times_ms(lambda: native.run(x), args.repeat)
         session = onnxruntime_session(model)
-        theirs = _times_ms(lambda: session.run(None, {"x": x}), args.repeat)
+        times = alternate({"irtool": lambda: native.run(x), "onnxruntime": lambda: session.run(None, {"x": x})},
+                          args.repeat)
+        ours, theirs = ((statistics.median(t), min(t)) for t in (times["irtool"], times["onnxruntime"]))
         base = ours[1] if base is None else base
         rows.append({"activation": label, "irtool_ms": ours[0], "irtool_min_ms": ours[1], "over_conv_min_ms": ours[1] - base,
                      "onnxruntime_ms": theirs[0], "onnxruntime_min_ms": theirs[1]})

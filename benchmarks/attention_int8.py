@@ -3,8 +3,9 @@
     python benchmarks/attention_int8.py [--only attention,matmul,int8] [--repeat N] [--json OUT]
 
 Each row is one small ONNX graph imported with its weights embedded, compiled with
-`irtool.build` and timed beside an onnxruntime session of the same model (median of `--repeat`
-runs after a warm-up, interleaved per row):
+`irtool.build` and timed beside an onnxruntime session of the same model, alternately
+(`harness.alternate`: `--repeat` A/B rounds after a warm-up; medians, the median per-round ratio
+and the ratio of the fastest runs; the host line first):
 
 - attention: BERT-base sizes (batch 1, 12 heads, 128 tokens, head size 64) as exporters write
   it at opset 13 (Transpose, MatMul, Mul, Add of a causal mask, Softmax, MatMul), and the ONNX
@@ -23,7 +24,6 @@ os.environ["OMP_NUM_THREADS"] = "1"
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import statistics  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from typing import Any  # noqa: E402
@@ -33,6 +33,7 @@ import onnx  # noqa: E402
 from onnx import helper, numpy_helper  # noqa: E402
 
 import irtool  # noqa: E402
+from harness import alternate, describe_host, versus  # noqa: E402
 from irtool.core.diagnostics import DiagnosticError  # noqa: E402
 from irtool.frontend.onnx import import_model  # noqa: E402
 from irtool.frontend.onnx_zoo import onnxruntime_session  # noqa: E402
@@ -100,16 +101,6 @@ def int8_cases() -> list[tuple[str, onnx.ModelProto, dict[str, np.ndarray]]]:
 GROUPS: dict[str, Callable[[], list]] = {"attention": attention_cases, "matmul": matmul_cases, "int8": int8_cases}
 
 
-def _median_ms(fn: Callable[[], Any], repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
-
-
 def run_case(name: str, model: onnx.ModelProto, inputs: dict[str, np.ndarray], repeat: int) -> dict[str, Any]:
     row: dict[str, Any] = {"case": name}
     try:
@@ -124,9 +115,10 @@ def run_case(name: str, model: onnx.ModelProto, inputs: dict[str, np.ndarray], r
     args = list(inputs.values())
     ours, theirs = native(*args), session.run(None, inputs)[0]
     row["max_abs_diff"] = float(np.max(np.abs(ours.astype(np.float64) - theirs.astype(np.float64))))
-    row["irtool_ms"] = round(_median_ms(lambda: native(*args), repeat), 3)
-    row["onnxruntime_ms"] = round(_median_ms(lambda: session.run(None, inputs), repeat), 3)
-    row["ratio"] = round(row["irtool_ms"] / row["onnxruntime_ms"], 2)
+    times = alternate({"irtool": lambda: native(*args), "onnxruntime": lambda: session.run(None, inputs)}, repeat)
+    result = versus(times["irtool"], times["onnxruntime"])
+    row.update(irtool_ms=round(result.ms, 3), onnxruntime_ms=round(result.baseline_ms, 3),
+               ratio=round(result.ratio, 2), ratio_min=round(result.ratio_min, 2))
     return row
 
 
@@ -137,15 +129,18 @@ def main() -> None:
     parser.add_argument("--json", help="write the rows to this file")
     args = parser.parse_args()
     rows = []
-    print(f"| case | irtool ms | onnxruntime ms | ratio | compile s | max abs diff |\n|---|---|---|---|---|---|")
+    print(describe_host().line())
+    print("| case | irtool ms | onnxruntime ms | ratio | ratio of minima | compile s | max abs diff |\n"
+          "|---|---|---|---|---|---|---|")
     for group in args.only.split(","):
         for name, model, inputs in GROUPS[group]():
             row = run_case(name, model, inputs, args.repeat)
             rows.append(row)
             if "error" in row:
-                print(f"| {name} | – | – | – | – | {row['error']} |")
+                print(f"| {name} | – | – | – | – | – | {row['error']} |")
             else:
-                print(f"| {name} | {row['irtool_ms']} | {row['onnxruntime_ms']} | {row['ratio']} | {row['compile_s']} "
+                print(f"| {name} | {row['irtool_ms']} | {row['onnxruntime_ms']} | {row['ratio']} | {row['ratio_min']} "
+                      f"| {row['compile_s']} "
                       f"| {row['max_abs_diff']:.2g} |")
     if args.json:
         with open(args.json, "w") as f:

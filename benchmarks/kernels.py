@@ -6,13 +6,15 @@
   (`np.maximum(a*b+c, 0)`) — the issue's target is ≥ 3x numpy (reference: 3.0-4.2x measured).
 - dense: 512x512 · 512x512ᵀ (`nn.dense`), against numpy.matmul (OpenBLAS, 1 thread), with W an
   input and W a constant (packed into panels at compile time); and a batch-1 FC layer
-  (1x9216 · 4096x9216, memory bound: GB/s of weight) against numpy's GEMV. Timed interleaved.
+  (1x9216 · 4096x9216, memory bound: GB/s of weight) against numpy's GEMV.
 - conv2d: 1x64x56x56, 64 filters 3x3, pad 1 (231 MFLOP), against numpy im2col + matmul, and
   onnxruntime (ORT_ENABLE_ALL, 1 thread) if installed.
 dense and NCHW conv2d (unit column stride) lower to register-tiled kernels sized for the host's
 vector registers (irtool/lower/schedules/); the rest of the lowered code is one loop nest per
-output. On a shared machine, compare rows of one run (numpy is timed in the same run). Rows are printed as a table
-(median of `--repeat` runs after a warm-up, compile time excluded and reported separately).
+output. The rows of one comparison are timed alternately (`harness.alternate`: one call of each per
+round, so load from other processes on a shared machine hits them alike); each figure is the
+median of `--repeat` rounds after a warm-up, compile time excluded and reported separately. The
+table's first line names the host (CPU, LLVM's CPU name and ISA, load average).
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ os.environ.pop("OPENBLAS_CORETYPE", None)
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import statistics  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from typing import Any  # noqa: E402
@@ -34,18 +35,9 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 
 import irtool  # noqa: E402
+from harness import alternate, describe_host, medians  # noqa: E402
 from irtool.runtime import aligned_empty  # noqa: E402
 from irtool.syntax.parser import parse  # noqa: E402
-
-
-def _median_ms(fn: Callable[[], Any], repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
 
 
 def _aligned(a: np.ndarray) -> np.ndarray:
@@ -72,9 +64,9 @@ def @main(%a: Tensor[({n}), float32], %b: Tensor[({n}), float32], %c: Tensor[({n
     out = aligned_empty((n,), np.float32)
     got = native(a=a, b=b, c=c)
     np.testing.assert_array_equal(got, np.maximum(a * b + c, 0))
-    t_numpy = _median_ms(lambda: np.maximum(a * b + c, 0), repeat)
-    t_native = _median_ms(lambda: native(a=a, b=b, c=c), repeat)
-    t_into = _median_ms(lambda: native.run_into((out,), a=a, b=b, c=c), repeat)
+    ms = medians(alternate({"numpy": lambda: np.maximum(a * b + c, 0), "native": lambda: native(a=a, b=b, c=c),
+                            "into": lambda: native.run_into((out,), a=a, b=b, c=c)}, repeat))
+    t_numpy, t_native, t_into = ms["numpy"], ms["native"], ms["into"]
     gbs = 4 * n * 4 / 1e9
     return [
         {"kernel": "relu(a*b+c) 16M", "impl": "numpy (temporaries)", "ms": t_numpy, "GB/s": gbs / t_numpy * 1e3,
@@ -84,20 +76,6 @@ def @main(%a: Tensor[({n}), float32], %b: Tensor[({n}), float32], %c: Tensor[({n
         {"kernel": "relu(a*b+c) 16M", "impl": "irtool -O3 (preallocated output)", "ms": t_into,
          "GB/s": gbs / t_into * 1e3, "ratio_vs_numpy": t_numpy / t_into},
     ]
-
-
-def _interleaved_ms(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, float]:
-    """Median ms of each function, timed round-robin (one call of each per round) so that load
-    from other processes on a shared machine hits every row of a comparison alike."""
-    times: dict[str, list[float]] = {label: [] for label in fns}
-    for fn in fns.values():
-        fn()
-    for _ in range(repeat):
-        for label, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            times[label].append((time.perf_counter() - t0) * 1e3)
-    return {label: statistics.median(v) for label, v in times.items()}
 
 
 def _dense_module(m: int, k: int, n: int, weight: np.ndarray | None = None) -> Any:
@@ -136,7 +114,7 @@ def bench_dense(repeat: int) -> list[dict[str, Any]]:
         args = {"x": x} if const_w else {"x": x, "w": w}
         np.testing.assert_allclose(native(**args), x @ w.T, rtol=1e-3, atol=1e-3)
         fns[label] = lambda native=native, args=args: native.run_into((out,), **args)
-    ms = _interleaved_ms(fns, repeat * 2)
+    ms = medians(alternate(fns, repeat * 2))
     base = ms["numpy.matmul (OpenBLAS, 1 thread)"]
     rows += [{"kernel": "dense 512^3", "impl": label, "ms": t, "GFLOP/s": flop / t / 1e6, "ratio_vs_numpy": base / t,
               **({"compile_s": compile_s[label]} if label in compile_s else {})} for label, t in ms.items()]
@@ -149,8 +127,8 @@ def bench_dense(repeat: int) -> list[dict[str, Any]]:
     native = irtool.build(_dense_module(m, k, n))
     gemv_compile = time.perf_counter() - t0
     np.testing.assert_allclose(native(x=x, w=w), x @ w.T, rtol=1e-3, atol=1e-3)
-    ms = _interleaved_ms({"numpy (OpenBLAS GEMV)": lambda: x @ w.T,
-                          "irtool -O3": lambda: native.run_into((out,), x=x, w=w)}, repeat * 2)
+    ms = medians(alternate({"numpy (OpenBLAS GEMV)": lambda: x @ w.T,
+                            "irtool -O3": lambda: native.run_into((out,), x=x, w=w)}, repeat * 2))
     gb = n * k * 4 / 1e9
     base = ms["numpy (OpenBLAS GEMV)"]
     rows += [{"kernel": "dense 1x9216.4096x9216", "impl": label, "ms": t, "GB/s": gb / t * 1e3,
@@ -200,23 +178,21 @@ def @main(%x: Tensor[(1, 64, 56, 56), float32], %w: Tensor[(64, 64, 3, 3), float
     w = _aligned((rng.standard_normal((64, 64, 3, 3)) * 0.1).astype(np.float32))
     flop = 2 * 64 * 56 * 56 * 64 * 9
     want = _im2col_conv(x, w)
-    rows = []
-    t_numpy = _median_ms(lambda: _im2col_conv(x, w), repeat)
-    rows.append({"kernel": "conv2d 1x64x56x56 3x3", "impl": "numpy im2col + matmul", "ms": t_numpy,
-                 "GFLOP/s": flop / t_numpy / 1e6, "ratio_vs_numpy": 1.0})
+    fns: dict[str, Callable[[], Any]] = {"numpy im2col + matmul": lambda: _im2col_conv(x, w)}
     ort = _onnxruntime_conv(x, w)
     if ort is not None:
-        t_ort = _median_ms(ort, repeat)
-        rows.append({"kernel": "conv2d 1x64x56x56 3x3", "impl": "onnxruntime (1 thread)", "ms": t_ort,
-                     "GFLOP/s": flop / t_ort / 1e6, "ratio_vs_numpy": t_numpy / t_ort})
+        fns["onnxruntime (1 thread)"] = ort
+    compile_s: dict[str, float] = {}
     for label, opts in (("irtool -O3", {}), ("irtool -O3 --fast-math", {"fast_math": True}),
                         ("irtool -O3, 2 threads", {"threads": 2})):
-        native, compile_s = _compile(src, **opts)
+        native, compile_s[label] = _compile(src, **opts)
         np.testing.assert_allclose(native(x=x, w=w), want, rtol=1e-3, atol=1e-3)
-        t = _median_ms(lambda: native(x=x, w=w), max(1, repeat // 3))
-        rows.append({"kernel": "conv2d 1x64x56x56 3x3", "impl": label, "ms": t, "GFLOP/s": flop / t / 1e6,
-                     "ratio_vs_numpy": t_numpy / t, "compile_s": compile_s})
-    return rows
+        fns[label] = lambda native=native: native(x=x, w=w)
+    ms = medians(alternate(fns, repeat))
+    t_numpy = ms["numpy im2col + matmul"]
+    return [{"kernel": "conv2d 1x64x56x56 3x3", "impl": label, "ms": t, "GFLOP/s": flop / t / 1e6,
+             "ratio_vs_numpy": t_numpy / t, **({"compile_s": compile_s[label]} if label in compile_s else {})}
+            for label, t in ms.items()]
 
 
 # (label, data shape, weight shape, stride, padding, groups): the other conv kinds of the model zoo.
@@ -252,18 +228,21 @@ def bench_conv_variants(repeat: int) -> list[dict[str, Any]]:
         mod = IRModule()
         mod.functions["main"] = Function([xv], Call(Op("nn.conv2d"), [xv, Constant(w)], attrs))
         want = run_function(mod, {"x": x})
-        t_numpy = _median_ms(lambda: run_function(mod, {"x": x}), repeat)
         flop = 2 * int(np.prod(want.shape)) * ws[1] * ws[2] * ws[3]
-        ort = _onnxruntime_conv(x, w, stride, pad, groups)
-        t_ort = _median_ms(ort, repeat) if ort is not None else None
-        if t_ort is not None:
-            rows.append({"kernel": label, "impl": "onnxruntime (1 thread)", "ms": t_ort, "GFLOP/s": flop / t_ort / 1e6,
-                         "ratio_vs_numpy": t_numpy / t_ort})
         started = time.perf_counter()
         native = irtool.build(mod, pipeline=PACKING)
         compile_s = time.perf_counter() - started
         np.testing.assert_allclose(native(x=x), want, rtol=1e-3, atol=1e-3)
-        t = _median_ms(lambda: native(x=x), repeat)
+        fns: dict[str, Callable[[], Any]] = {"numpy": lambda: run_function(mod, {"x": x}),
+                                             "irtool": lambda: native(x=x)}
+        ort = _onnxruntime_conv(x, w, stride, pad, groups)
+        if ort is not None:
+            fns["onnxruntime"] = ort
+        ms = medians(alternate(fns, repeat))
+        t_numpy, t, t_ort = ms["numpy"], ms["irtool"], ms.get("onnxruntime")
+        if t_ort is not None:
+            rows.append({"kernel": label, "impl": "onnxruntime (1 thread)", "ms": t_ort, "GFLOP/s": flop / t_ort / 1e6,
+                         "ratio_vs_numpy": t_numpy / t_ort})
         rows.append({"kernel": label, "impl": "irtool -O3 (alter-layout)", "ms": t, "GFLOP/s": flop / t / 1e6,
                      "ratio_vs_numpy": t_numpy / t, "compile_s": compile_s,
                      **({"ratio_vs_onnxruntime": t_ort / t} if t_ort is not None else {})})
@@ -283,6 +262,7 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     for name in args.only.split(","):
         rows += BENCHES[name.strip()](args.repeat)
+    print(describe_host().line())
     print(f"{'kernel':<24} {'implementation':<36} {'ms':>9} {'GB/s|GFLOP/s':>13} {'vs numpy':>9} {'compile s':>10}")
     for r in rows:
         rate = r.get("GB/s", r.get("GFLOP/s"))

@@ -4,23 +4,23 @@
 
 Each row is a one-node ONNX graph (LayerNormalization with the residual Add before it, as BERT
 exports it), imported and compiled by `irtool.build`, and the same graph in onnxruntime
-(ORT_ENABLE_ALL, one thread) timed in the same run, interleaved; medians after a warm-up.
+(ORT_ENABLE_ALL, one thread) timed alternately in the same run (`harness.alternate`: `--repeat`
+A/B rounds after a warm-up); medians, the median per-round ratio and the ratio of the fastest
+runs, under a line naming the host.
 The native result is checked against onnxruntime's before timing.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
-from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
 import irtool
+from harness import alternate, describe_host, versus
 from irtool.frontend.onnx import import_model
 from irtool.frontend.onnx_zoo import onnxruntime_session
 
@@ -71,15 +71,6 @@ def _cases() -> dict[str, tuple[str, list, dict, dict, int]]:
     }
 
 
-def _median_ms(fn: Callable[[], Any], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="")
@@ -87,8 +78,9 @@ def main() -> None:
     args = parser.parse_args()
     cases = _cases()
     chosen = [c for c in args.only.split(",") if c] or list(cases)
-    print("| operator | irtool ms | onnxruntime ms | ratio | compile s |")
-    print("|---|---|---|---|---|")
+    print(describe_host().line())
+    print("| operator | irtool ms | onnxruntime ms | ratio | ratio of minima | compile s |")
+    print("|---|---|---|---|---|---|")
     for key in chosen:
         label, nodes, inputs, inits, opset = cases[key]
         model = _model(nodes, inputs, inits, opset)
@@ -100,11 +92,10 @@ def main() -> None:
         theirs = session.run(None, inputs)[0]
         first = ours[0] if isinstance(ours, tuple) else ours
         np.testing.assert_allclose(first, theirs, rtol=1e-4, atol=1e-4)
-        irtool_ms = ort_ms = 0.0
-        for _ in range(2):  # interleaved, the second round counts
-            irtool_ms = _median_ms(lambda: native(**inputs), args.repeat)
-            ort_ms = _median_ms(lambda: session.run(None, inputs), args.repeat)
-        print(f"| {label} | {irtool_ms:.3f} | {ort_ms:.3f} | {irtool_ms / ort_ms:.2f} | {compile_s:.2f} |")
+        times = alternate({"irtool": lambda: native(**inputs), "onnxruntime": lambda: session.run(None, inputs)},
+                          args.repeat, warmup=2)
+        r = versus(times["irtool"], times["onnxruntime"])
+        print(f"| {label} | {r.ms:.3f} | {r.baseline_ms:.3f} | {r.ratio:.2f} | {r.ratio_min:.2f} | {compile_s:.2f} |")
 
 
 if __name__ == "__main__":

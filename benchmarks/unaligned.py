@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from harness import alternate, describe_host
 from irtool.frontend.onnx import import_model
 from irtool.frontend.onnx_zoo import light_model_path, runner_input, with_logits_output
 from irtool.runtime import aligned_empty
@@ -56,13 +57,8 @@ def bench_model(name: str, repeat: int) -> dict[str, Any]:
         outs = [offset_empty(o.shape, o.dtype, offset) for o in built.abi.outputs]
         assert (x.ctypes.data % 64, outs[0].ctypes.data % 64) == (offset, offset)
         layouts[label] = (x, outs)
-    times: dict[str, list[float]] = {label: [] for label in layouts}
-    for round_ in range(repeat + 1):
-        for label, (x, outs) in layouts.items():
-            started = time.process_time()
-            built.run_into(outs, **{input_name: x})
-            if round_:   # the first round warms up (and runs `_init`)
-                times[label].append((time.process_time() - started) * 1e3)
+    times = alternate({label: lambda x=x, outs=outs: built.run_into(outs, **{input_name: x})
+                       for label, (x, outs) in layouts.items()}, repeat, clock=time.process_time)
     same = all(np.array_equal(a, b) for a, b in zip(layouts["aligned"][1], layouts["offset4"][1]))
     aligned, offset4 = (statistics.median(times[k]) for k in ("aligned", "offset4"))
     best_aligned, best_offset4 = (min(times[k]) for k in ("aligned", "offset4"))
@@ -77,7 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default="squeezenet,resnet50,shufflenet")
     ap.add_argument("--repeat", type=int, default=15)
     args = ap.parse_args(argv)
+    host = describe_host()
     rows = [bench_model(SHORT.get(m, m), args.repeat) for m in args.models.split(",") if m]
+    print(host.line())
     print("| model | aligned ms (median / min) | offset by 4 ms (median / min) | cost (median / min) "
           "| outputs identical |")
     print("|---|---|---|---|---|")

@@ -18,9 +18,9 @@ import pytest
 
 from irtool.analysis.typecheck import infer_types
 from irtool.analysis.wellformed import check_well_formed
-from irtool.ir import Expr, IRModule, Op, Type, post_order
-from irtool.ir.types import FuncType, IncompleteType, RefType, TupleType, TypeCall
+from irtool.ir import Expr, IRModule, Op, post_order
 from irtool.ops.registry import get_op
+from irtool.passes.self_typed import is_complete
 from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse
 
@@ -66,23 +66,6 @@ def _untypable_ops(prog: IRModule | Expr) -> tuple[list[str], list[str]]:
     return sorted(unknown), sorted(no_rel)
 
 
-def _complete(t: Type) -> bool:
-    stack = [t]
-    while stack:
-        ty = stack.pop()
-        if isinstance(ty, IncompleteType):
-            return False
-        if isinstance(ty, TupleType):
-            stack.extend(ty.fields)
-        elif isinstance(ty, FuncType):
-            stack.extend((*ty.arg_types, ty.ret_type))
-        elif isinstance(ty, TypeCall):
-            stack.extend(ty.args)
-        elif isinstance(ty, RefType):
-            stack.append(ty.value)
-    return True
-
-
 def _classify(path: Path) -> tuple[IRModule | Expr, str | None]:
     """The parsed program, and a skip reason when its operators cannot all be typed."""
     prog = parse(path.read_text(), path.name)
@@ -114,7 +97,7 @@ def test_program_types(path: Path) -> None:
             if isinstance(node, Op):
                 continue  # operator callees are typed per call by their relation
             assert node.checked_type is not None, (path.name, node)
-            assert _complete(node.checked_type), (path.name, node, node.checked_type)
+            assert is_complete(node.checked_type), (path.name, node, node.checked_type)
 
 
 @pytest.mark.skipif(not PROGRAMS, reason=f"corpus not found at {CORPUS}")

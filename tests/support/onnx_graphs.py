@@ -27,7 +27,8 @@ def build(nodes: list, inputs: dict[str, np.ndarray], inits: dict[str, np.ndarra
 
 
 def check(nodes: list, inputs: dict[str, np.ndarray], inits: dict[str, np.ndarray] | None = None,
-          outputs: tuple[str, ...] = ("y",), opset: int = 13, rtol: float = 1e-5, native: bool = False) -> None:
+          outputs: tuple[str, ...] = ("y",), opset: int = 13, rtol: float = 1e-5, native: bool = False,
+          atol: float = 1e-5) -> None:
     """irtool's import + interpreter against onnxruntime, with the weights as parameters and
     embedded; with `native`, also compiled (`irtool.build`)."""
     model = build(nodes, inputs, inits, outputs, opset)
@@ -43,4 +44,4 @@ def check(nodes: list, inputs: dict[str, np.ndarray], inits: dict[str, np.ndarra
         got = got if isinstance(got, tuple) else (got,)
         for g, e in zip(got, expected, strict=True):
             assert g.shape == e.shape and g.dtype == e.dtype, (g.shape, g.dtype, e.shape, e.dtype)
-            np.testing.assert_allclose(g, e, rtol=rtol, atol=1e-5)
+            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol)

@@ -151,7 +151,8 @@ def test_range_of_constants_is_static(start: float, limit: float, delta: float, 
 def test_range_of_run_time_values_is_a_clear_error() -> None:
     model = build([N("Range", ["s", "l", "d"], ["y"])], {"s": np.zeros((), np.float32), "l": np.ones((), np.float32)},
                   {"d": np.array(0.5, np.float32)}, opset=11)
-    with pytest.raises(DiagnosticError, match="start is computed at run time.*static"):
+    with pytest.raises(DiagnosticError, match="start is the graph input 's', but it must be a constant known at "
+                                              "import time"):
         import_model(model)
 
 

@@ -128,9 +128,12 @@ def test_training_mode_defaults_before_opset7_are_refused() -> None:
 
 
 def test_batch_norm_statistics_of_another_type() -> None:
+    """float16 data with float32 statistics (opset 15). The output is a difference of terms near
+    1 whose float16 spacing is about 1e-3, so where each backend rounds to float16 shows as an
+    absolute error of that order on outputs near 0 (0.01758 against onnxruntime's 0.01776 once)."""
     c = 3
     check([N("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"])], {"x": rand(2, c, 2, 2).astype(np.float16)},
-          {"s": rand(c), "b": rand(c), "m": rand(c), "v": np.abs(rand(c)) + 1}, opset=15, rtol=2e-3)
+          {"s": rand(c), "b": rand(c), "m": rand(c), "v": np.abs(rand(c)) + 1}, opset=15, rtol=2e-3, atol=2e-3)
 
 
 def test_reduce_with_empty_axes_input() -> None:
