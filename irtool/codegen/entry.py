@@ -23,6 +23,7 @@ from __future__ import annotations
 import binascii
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,7 +36,8 @@ from irtool.analysis.typecheck import infer_types
 from irtool.target import TargetOptions
 from irtool.codegen.tir_to_llvm import STATUS_MISALIGNED, STATUS_OK, ModuleContext, primfunc_to_llvm
 from irtool.codegen.types import element_bytes
-from irtool.ir.expr import Function, GlobalVar, Op
+from irtool.core.span import Span
+from irtool.ir.expr import Function, GlobalVar, Op, Var
 from irtool.ir.module import IRModule
 from irtool.ir.tir import PrimFunc
 from irtool.ir.types import TensorType, Type
@@ -156,6 +158,56 @@ def _encode_bytes(data: bytes) -> str:
     return out.tobytes().decode("ascii")
 
 
+def constant_global(stem: str, array: np.ndarray, external: dict[str, np.ndarray] | None) -> tuple[str, str]:
+    """(symbol, definition) of a constant tensor: embedded bytes (`@<stem>`), or with `external`
+    an external global named by its content, its data recorded in `external` for the JIT to bind."""
+    data = np.ascontiguousarray(array)
+    if external is None:
+        return stem, (f"@{stem} = internal unnamed_addr constant [{data.nbytes} x i8] "
+                      f"c\"{_encode_bytes(data.tobytes())}\", align {ALIGN}")
+    # Named by content, so that a cached engine never binds another module's data.
+    digest = hashlib.sha256(data.tobytes()).hexdigest()[:16]
+    name = f"{stem}_{data.dtype}_{digest}"
+    external[name] = data
+    return name, f"@{name} = external global [{data.nbytes} x i8], align {ALIGN}"
+
+
+def misaligned(emit: Callable[[str], str], pointers: list[str], specs: list[TensorSpec]) -> str:
+    """The `i1` that is true when one of the caller's buffers is not aligned to its element size
+    (`false` when every element is a byte), computed with `emit`."""
+    bad = "false"
+    for ptr, spec in zip(pointers, specs):
+        if element_bytes(spec.dtype) > 1:
+            mask = element_bytes(spec.dtype) - 1
+            low = emit(f"and i64 {emit(f'ptrtoint ptr {ptr} to i64')}, {mask}")
+            bad = emit(f"or i1 {bad}, {emit(f'icmp ne i64 {low}, 0')}")
+    return bad
+
+
+def tensor_specs(params: list[Var], types: list[list[TensorType]]) -> list[TensorSpec]:
+    """The fields of the inputs struct: one per tensor of each parameter (`t.0`, `t.1`, ... for a
+    tuple), named by the parameter, made unique as C identifiers."""
+    specs: list[TensorSpec] = []
+    used: set[str] = set()
+    for param, tensors in zip(params, types):
+        many = len(tensors) > 1
+        for i, ttype in enumerate(tensors):
+            name = param.name_hint + (f".{i}" if many else "")
+            c_name = sanitize(name)
+            while c_name in used:
+                c_name += "_"
+            used.add(c_name)
+            specs.append(TensorSpec(c_name, name, tuple(int(d) for d in ttype.shape), ttype.dtype))
+    return specs
+
+
+def output_specs(result: Type | None, span: Span | None) -> list[TensorSpec]:
+    """The fields of the outputs struct, from `main`'s result type (a view shares its source's
+    tensor but not its shape)."""
+    return [TensorSpec(f"output{k}", f"output{k}", tuple(int(d) for d in t.shape), t.dtype)
+            for k, t in enumerate(flatten_type(result, span))]
+
+
 def plan_pool(live: Liveness) -> tuple[dict[int, int], int]:
     """Byte offsets of the hoisted tensors in the pool, and its size. A hoisted tensor read by a
     step of `_run` (or returned) lives for good; one read only by hoisted steps is dead after its
@@ -254,11 +306,8 @@ class _EntryBuilder:
         infer_types(self.mod)
         layout = layout_main(self.mod)
         live = layout.live
-        inputs = self.input_specs(main, live)
-        # Shapes from main's result type: a view (reshape) shares its source's tensor but not its shape.
-        result_types = flatten_type(main.body.checked_type, main.span)
-        outputs = [TensorSpec(f"output{k}", f"output{k}", tuple(int(d) for d in t.shape), t.dtype)
-                   for k, t in enumerate(result_types)]
+        inputs = tensor_specs(list(main.params), [[live.tensors[t].ttype for t in ts] for ts in live.params])
+        outputs = output_specs(main.body.checked_type, main.span)
         self.inputs, self.outputs = inputs, outputs
         self.define_constants(live)
         init_text = self.init_function(layout)
@@ -271,17 +320,8 @@ class _EntryBuilder:
 
     def define_constants(self, live: Liveness) -> None:
         for t, const in live.constants.items():
-            data = np.ascontiguousarray(const.data)
-            if self.external_constants is None:
-                name = f"{self.prefix}_c{t}"
-                self.globals.append(f"@{name} = internal unnamed_addr constant [{data.nbytes} x i8] "
-                                    f"c\"{_encode_bytes(data.tobytes())}\", align {ALIGN}")
-            else:
-                # Named by content, so that a cached engine never binds another module's data.
-                digest = hashlib.sha256(data.tobytes()).hexdigest()[:16]
-                name = f"{self.prefix}_c{t}_{data.dtype}_{digest}"
-                self.globals.append(f"@{name} = external global [{data.nbytes} x i8], align {ALIGN}")
-                self.external_constants[name] = data
+            name, text = constant_global(f"{self.prefix}_c{t}", const.data, self.external_constants)
+            self.globals.append(text)
             self.constant_symbols[t] = name
 
     @property
@@ -333,12 +373,7 @@ class _EntryBuilder:
             slot = self.emit(f"getelementptr inbounds ptr, ptr %out, i64 {k}")
             out_ptrs.append(self.emit(f"load ptr, ptr {slot}, align 8"))
         # The caller's buffers need only their element alignment (a byte needs none).
-        bad = "false"
-        for ptr, spec in zip(in_ptrs + out_ptrs, self.inputs + self.outputs):
-            if element_bytes(spec.dtype) > 1:
-                mask = element_bytes(spec.dtype) - 1
-                low = self.emit(f"and i64 {self.emit(f'ptrtoint ptr {ptr} to i64')}, {mask}")
-                bad = self.emit(f"or i1 {bad}, {self.emit(f'icmp ne i64 {low}, 0')}")
+        bad = misaligned(self.emit, in_ptrs + out_ptrs, self.inputs + self.outputs)
         if bad != "false":
             self.lines += [f"  br i1 {bad}, label %misaligned, label %body", "misaligned:",
                            f"  ret i32 {STATUS_MISALIGNED}", "body:"]
@@ -382,21 +417,6 @@ class _EntryBuilder:
         head = (f"define i32 @{p}_run(ptr noalias nocapture readonly %in, "
                 f"ptr noalias nocapture readonly %out, ptr %ws) #0 {{")
         return "\n".join([head, *self.lines, "}", ""])
-
-    def input_specs(self, main: Function, live: Liveness) -> list[TensorSpec]:
-        specs: list[TensorSpec] = []
-        used: set[str] = set()
-        for param, tensors in zip(main.params, live.params):
-            many = len(tensors) > 1
-            for i, t in enumerate(tensors):
-                ttype: TensorType = live.tensors[t].ttype
-                name = param.name_hint + (f".{i}" if many else "")
-                c_name = sanitize(name)
-                while c_name in used:
-                    c_name += "_"
-                used.add(c_name)
-                specs.append(TensorSpec(c_name, name, tuple(int(d) for d in ttype.shape), ttype.dtype))
-        return specs
 
     def memcpy(self, dst: str, dst_align: int, src: str, src_align: int, nbytes: int) -> None:
         if nbytes == 0:
@@ -514,6 +534,10 @@ def generate_module(mod: IRModule, prefix: str, options: TargetOptions,
                               "(`irtool.driver.prepare` lowers it)", getattr(main, "span", None))
     ctx = ModuleContext(fast_math=options.fast_math, threads=options.threads)
     prefix = sanitize(prefix)
+    if isinstance(main, Function):
+        from irtool.codegen.functions import generate_functions_module, is_dataflow_main  # builds on this module
+        if not is_dataflow_main(mod):
+            return generate_functions_module(mod, prefix, options, ctx, embed_constants, export_kernels)
     external: dict[str, np.ndarray] = {}
     kernels = {n: f for n, f in mod.functions.items() if isinstance(f, PrimFunc)}
     parts: list[str] = []

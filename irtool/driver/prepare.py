@@ -12,6 +12,7 @@ from irtool.analysis.memory_plan import plan_memory
 from irtool.analysis.plan_attrs import annotate, read_plan
 from irtool.analysis.typecheck import infer_types
 from irtool.codegen.entry import ALIGN, aliasing_kernels, layout_main
+from irtool.codegen.functions import is_dataflow_main
 from irtool.core.diagnostics import DiagnosticError
 from irtool.ir.module import IRModule
 from irtool.ir.tir import PrimFunc
@@ -20,8 +21,9 @@ from irtool.target import TargetOptions
 from irtool.tir_transform.parallel import parallelize
 
 DEFAULT_PIPELINE = "simplify-inference,alter-layout,fuse-ops,lower"
-# Lowering takes no calls of Relay functions: before the pipeline every function that is not
-# recursive is inlined into its callers, as TVM's AOT build inlines before lowering.
+# Before the pipeline every function that is not recursive is inlined into its callers, as TVM's
+# AOT build inlines before lowering, so that what is dataflow then takes the AOT path; recursion and
+# function values are left to the functions path (docs/native-relay.md).
 INLINE_CALLS = "inline{all=true}"
 
 
@@ -46,8 +48,8 @@ def plan_if_missing(mod: IRModule) -> IRModule:
     tensors that live in the workspace (results a kernel writes straight into the caller's output
     buffers take no bytes there), 64-byte aligned."""
     main = mod.functions.get("main")
-    if main is None or isinstance(main, PrimFunc):
-        return mod
+    if main is None or isinstance(main, PrimFunc) or not is_dataflow_main(mod):
+        return mod   # a `main` with control flow keeps its tensors in frames (docs/native-relay.md)
     infer_types(mod)
     live = compute_liveness(mod, "main")
     if read_plan(live) is not None:
@@ -63,7 +65,7 @@ def parallelize_kernels(mod: IRModule, threads: int) -> IRModule:
         return mod
     skip: set[str] = set()
     main = mod.functions.get("main")
-    if main is not None and not isinstance(main, PrimFunc):
+    if main is not None and not isinstance(main, PrimFunc) and is_dataflow_main(mod):
         infer_types(mod)
         skip = aliasing_kernels(mod, layout_main(mod))
     out = mod.copy()

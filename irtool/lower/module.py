@@ -27,24 +27,36 @@ PLAN_ATTRS = ("storage_id", "storage_offset")
 MAX_NAME = 80
 
 
-# Operators a lowered `main` may still call directly (everything else is a kernel).
-_LOWERED_OPS = frozenset({"call_lowered", "reshape", "device_copy", "on_device"})
+# Operators a lowered function may still call directly (everything else is a kernel).
+_LOWERED_OPS = frozenset({"call_lowered", "reshape", "device_copy", "on_device", "memory.kill"})
 
 
 def is_lowered(mod: IRModule) -> bool:
-    """True when every Relay function only calls kernels, views and copies (or there is none):
-    the form code generation takes."""
+    """True when no Relay function calls an operator other than kernels, views, copies and
+    `memory.kill`, and no fused primitive function is left (or there is no Relay function): the
+    form code generation takes. Globals marked `Primitive=1` are fused groups themselves: they are
+    not looked into, and a function that still refers to one is not lowered (its calls lower to
+    kernels)."""
     for func in mod.functions.values():
         if isinstance(func, PrimFunc):
             continue
         if not isinstance(func, Function):
             return False
+        if func.is_primitive:
+            continue
         for node in post_order(func.body):
-            if isinstance(node, Call) and not (isinstance(node.op, Op) and node.op.name in _LOWERED_OPS):
+            if isinstance(node, Call) and isinstance(node.op, Op) and node.op.name not in _LOWERED_OPS:
                 return False
-            if isinstance(node, Function):
+            if isinstance(node, Function) and node.is_primitive:
+                return False
+            if isinstance(node, GlobalVar) and _is_primitive_global(mod, node):
                 return False
     return True
+
+
+def _is_primitive_global(mod: IRModule, var: GlobalVar) -> bool:
+    func = mod.functions.get(var.name_hint)
+    return isinstance(func, Function) and func.is_primitive
 
 
 def is_kernel_op(name: str) -> bool:
@@ -65,7 +77,7 @@ class ModuleLowering:
     def run(self) -> IRModule:
         infer_types(self.mod)
         for name, fn in self.mod.functions.items():
-            if isinstance(fn, Function):
+            if isinstance(fn, Function) and not fn.is_primitive:   # a primitive global lowers where called
                 self.out.functions[name] = self.lower_function(fn)
         return self.out
 
@@ -89,6 +101,9 @@ class ModuleLowering:
 
     # -- Relay functions ----------------------------------------------------------------------------
     def lower_function(self, fn: Function) -> Function:
+        from irtool.lower.control import lower_with_control_flow, needs_control_lowering  # builds on this module
+        if needs_control_lowering(fn):
+            return lower_with_control_flow(self, fn)
         for p in fn.params:
             flatten_type(type_of(p), p)
         new: dict[int, Expr] = {}
@@ -135,6 +150,7 @@ class ModuleLowering:
         raise DiagnosticError("lower: a call of a computed function (a closure) cannot be lowered", call.span)
 
     def lower_primitive_call(self, fn: Function, args: list[Expr], call: Call) -> Expr:
+        fn = _inline_literal_calls(fn)
         ops = [n for n in post_order(fn.body) if isinstance(n, Call) and isinstance(n.op, Op)]
         if not ops:  # only tuples and projections: routing, no kernel
             return _substitute(fn, args)
@@ -208,6 +224,32 @@ def _substitute(fn: Function, args: list[Expr]) -> Expr:
             raise DiagnosticError(f"lower: {_describe(node)} inside a primitive function cannot be lowered",
                                   node.span)
     return env.get(id(fn.body), fn.body)
+
+
+def _inline_literal_calls(fn: Function) -> Function:
+    """A primitive function whose body calls function literals in place (TVM's `Composite`
+    functions of a partitioned function, global or inlined) with those calls replaced by the
+    literals' bodies: one fused group."""
+    new: dict[int, Expr] = {}
+    changed = False
+    for node in _dataflow_order(fn.body):
+        if not isinstance(node, (Call, Tuple, TupleGetItem)):
+            continue
+        if isinstance(node, Call):
+            args = [new.get(id(a), a) for a in node.args]
+            if isinstance(node.op, Function):
+                new[id(node)] = _typed(_substitute(node.op, args), node)
+                changed = True
+            else:
+                new[id(node)] = _typed(Call(node.op, args, node.attrs, node.span, node.type_args), node)
+        elif isinstance(node, Tuple):
+            new[id(node)] = _typed(Tuple([new.get(id(f), f) for f in node.fields], node.span), node)
+        else:
+            new[id(node)] = _typed(TupleGetItem(new.get(id(node.tuple_value), node.tuple_value), node.index,
+                                                node.span), node)
+    if not changed:
+        return fn
+    return Function(fn.params, new.get(id(fn.body), fn.body), fn.ret_type, fn.type_params, fn.attrs, fn.span)
 
 
 def _typed(expr: Expr, like: Expr | None, ty: object = None) -> Expr:

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from irtool.codegen.entry import ABI
+from irtool.codegen.objects import STATUS_NO_MATCH, STATUS_STACK_OVERFLOW
 from irtool.codegen.tir_to_llvm import STATUS_ASSERT_BASE, STATUS_MISALIGNED, STATUS_OUT_OF_MEMORY
 
 ALIGN = 64
@@ -30,7 +31,11 @@ def describe_status(status: int, abi: ABI) -> str:
     if status == STATUS_MISALIGNED:
         return "an input or output buffer is not aligned to its element size"
     if status == STATUS_OUT_OF_MEMORY:
-        return "a kernel could not allocate its scratch memory"
+        return "out of memory (a kernel's scratch memory, an object, a frame or the thread of a recursive program)"
+    if status == STATUS_STACK_OVERFLOW:
+        return "recursion too deep for the stack (does the recursion terminate?)"
+    if status == STATUS_NO_MATCH:
+        return "no clause of a `match` accepts the value"
     k = status - STATUS_ASSERT_BASE
     if 0 <= k < len(abi.assert_messages):
         return f"assertion failed: {abi.assert_messages[k]}"

@@ -169,7 +169,9 @@ class _StepRunner:
     def __init__(self, native: NativeModule, arrays: list[np.ndarray], outputs: list[np.ndarray]) -> None:
         layout: MainLayout | None = native.layout
         if layout is None:
-            raise DiagnosticError("irtool profile: the module has no `main`")
+            raise DiagnosticError("irtool profile: per-kernel times are measured for a dataflow `main` (the AOT "
+                                  "path); this `main` has control flow or calls (docs/native-relay.md)",
+                                  getattr(native.mod.functions.get("main"), "span", None))
         self.layout = layout
         live = layout.live
         self.workspace = aligned_empty((max(layout.workspace_bytes, 1),), np.uint8)

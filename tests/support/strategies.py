@@ -536,3 +536,127 @@ def dataflow_programs(draw: st.DrawFn, max_ops: int = 12) -> IRModule:
     mod = IRModule()
     mod.add_function("main", Function(params, body, ret))
     return mod
+
+
+# --- programs with control flow, well-typed -------------------------------------------------------
+
+_CF_UNARY = ("tanh", "sigmoid", "negative", "abs", "nn.relu")
+_CF_BINARY = ("add", "subtract", "multiply", "maximum", "minimum")
+
+
+class _ControlFlowWriter:
+    """Writes a well-typed module over float32 tensors of one shape `T` with control flow:
+    nested `if`s, `let`s, tuples and projections, closures over tensors (called in place and
+    passed to a higher-order global), lists of tensors folded by a closure, and global
+    functions recursing at most `%n` (an input between 0 and 4) times, tail or not."""
+
+    def __init__(self, draw: st.DrawFn, shape: tuple[int, ...]) -> None:
+        self.draw = draw
+        self.t = f"Tensor[({', '.join(map(str, shape))}{',' if len(shape) == 1 else ''}), float32]" if shape \
+            else "float32"
+        self.names = 0
+        self.globals: list[str] = []     # recursive helpers: @recK(%k: int32, %v: T) -> T
+        # The recursion count and the flag in scope: main's parameters, or a helper's %k.
+        self.counter, self.flag = "%n", "%c"
+
+    def fresh(self, stem: str) -> str:
+        self.names += 1
+        return f"%{stem}{self.names}"
+
+    def cond(self, env: list[str], depth: int) -> str:
+        kind = self.draw(st.integers(0 if self.flag else 1, 2))
+        if kind == 0:
+            return self.flag
+        if kind == 1:
+            return f"{self.counter} > {self.draw(st.integers(0, 3))}"
+        return f"sum({self.expr(env, depth - 1)}) > 0f"
+
+    def expr(self, env: list[str], depth: int) -> str:
+        d = self.draw
+        kinds = ["var", "unary", "binary"] + (["if", "let", "tuple", "closure", "rec", "apply", "list"]
+                                             if depth > 0 else [])
+        kind = d(st.sampled_from(kinds))
+        if kind == "var":
+            return d(st.sampled_from(env))
+        if kind == "unary":
+            return f"{d(st.sampled_from(_CF_UNARY))}({self.expr(env, depth - 1)})"
+        if kind == "binary":
+            rhs = self.expr(env, depth - 1) if d(st.booleans()) else f"{d(st.sampled_from([0.5, -1.25, 2.0]))}f"
+            return f"{d(st.sampled_from(_CF_BINARY))}({self.expr(env, depth - 1)}, {rhs})"
+        if kind == "if":
+            return (f"if ({self.cond(env, depth)}) {{ {self.expr(env, depth - 1)} }} "
+                    f"else {{ {self.expr(env, depth - 1)} }}")
+        if kind == "let":
+            v = self.fresh("v")
+            return f"(let {v}: {self.t} = {self.expr(env, depth - 1)}; {self.expr([*env, v], depth - 1)})"
+        if kind == "tuple":
+            v = self.fresh("t")
+            return (f"(let {v} = ({self.expr(env, depth - 1)}, {self.expr(env, depth - 1)}); "
+                    f"{d(st.sampled_from(_CF_BINARY))}({v}.{d(st.integers(0, 1))}, {v}.{d(st.integers(0, 1))}))")
+        if kind == "closure":
+            f, a = self.fresh("f"), self.fresh("a")
+            body = self.expr([*env, a], depth - 1)   # captures what `env` holds
+            return f"(let {f} = fn ({a}: {self.t}) -> {self.t} {{ {body} }}; {f}({self.expr(env, depth - 1)}))"
+        if kind == "apply":   # a closure passed to a higher-order global, applied %n times
+            a = self.fresh("a")
+            return (f"@apply_n({self.counter}, fn ({a}: {self.t}) -> {self.t} {{ {self.expr([*env, a], depth - 1)} }}, "
+                    f"{self.expr(env, depth - 1)})")
+        if kind == "list":
+            a, b = self.fresh("a"), self.fresh("b")
+            count = d(st.integers(0, 3))
+            items = ", ".join(f"Cons({self.expr(env, depth - 1)}" for _ in range(count))
+            closing = ")" * count
+            fold = f"fn ({a}: {self.t}, {b}: {self.t}) -> {self.t} {{ {d(st.sampled_from(_CF_BINARY))}({a}, {b}) }}"
+            return f"@fold({fold}, {items}{', ' if items else ''}Nil{closing}, {self.expr(env, depth - 1)})"
+        # kind == "rec": a new recursive global, or one made before
+        if self.globals and d(st.booleans()):
+            name = d(st.sampled_from(self.globals))
+        else:
+            name = f"@rec{len(self.globals)}{self.fresh('_')[1:]}"
+            outer = self.counter, self.flag
+            self.counter, self.flag = "%k", ""
+            base = self.expr(["%v"], depth - 1)
+            step = self.expr(["%v"], depth - 1)
+            if d(st.booleans()):   # a tail call: a loop
+                rest = f"{name}(%k - 1, {step})"
+            else:
+                rest = f"{d(st.sampled_from(_CF_BINARY))}({name}(%k - 1, {step}), {self.expr(['%v'], depth - 1)})"
+            self.counter, self.flag = outer
+            self.globals.append(name)   # only now: a helper calls itself only as `%k - 1`
+            self.definitions.append(f"def {name}(%k: int32, %v: {self.t}) -> {self.t} {{\n"
+                                    f"  if (%k <= 0) {{ {base} }} else {{ {rest} }}\n}}")
+        return f"{name}({self.counter}, {self.expr(env, depth - 1)})"
+
+    def module(self, depth: int) -> str:
+        self.definitions: list[str] = []
+        body = self.expr(["%x", "%y"], depth)
+        second = self.expr(["%x", "%y"], 1) if self.draw(st.booleans()) else None
+        result = f"({body}, {second})" if second is not None else body
+        ret = f"({self.t}, {self.t})" if second is not None else self.t
+        t = self.t
+        return "\n".join([
+            '#[version = "0.0.5"]',
+            "type List[A] { Cons(A, List[A]), Nil }",
+            f"def @apply_n(%k: int32, %f: fn ({t}) -> {t}, %v: {t}) -> {t} {{",
+            "  if (%k <= 0) { %v } else { @apply_n(%k - 1, %f, %f(%v)) }",
+            "}",
+            f"def @fold(%f: fn ({t}, {t}) -> {t}, %l: List[{t}], %acc: {t}) -> {t} {{",
+            "  match (%l) { Cons(%h, %rest) => @fold(%f, %rest, %f(%acc, %h)), Nil => %acc }",
+            "}",
+            *self.definitions,
+            f"def @main(%x: {t}, %y: {t}, %n: int32, %c: bool) -> {ret} {{",
+            f"  {result}",
+            "}",
+        ])
+
+
+@st.composite
+def control_flow_programs(draw: st.DrawFn, max_depth: int = 3) -> IRModule:
+    """A well-typed module whose `main(%x, %y: T, %n: int32, %c: bool)` has random control flow
+    (see `_ControlFlowWriter`); `%n` between 0 and 4 bounds every recursion."""
+    from irtool.syntax.parser import parse
+    shape = draw(st.sampled_from([(), (3,), (2, 3)]))
+    text = _ControlFlowWriter(draw, shape).module(draw(st.integers(1, max_depth)))
+    program = parse(text, "control_flow.relay")
+    assert isinstance(program, IRModule)
+    return program

@@ -91,20 +91,13 @@ def test_threads_mark_parallel_loops_except_in_kernels_called_in_place() -> None
 
 
 SAMPLES = sorted((Path(__file__).resolve().parents[2] / "samples").glob("*.relay"))
-# Native code does not take recursive functions over an ADT yet; lowering refuses them, located.
-NOT_NATIVE = {"adt_list.relay"}
 
 
 @pytest.mark.parametrize("sample", SAMPLES, ids=lambda p: p.name)
 def test_every_sample_compiles_natively_and_matches_the_interpreter(sample: Path) -> None:
-    """Issue #18, case 12: functions `main` calls are inlined before lowering (`inline.relay`)."""
+    """Issue #18, case 12: functions `main` calls are inlined before lowering (`inline.relay`);
+    issue #15: recursive ones (`adt_list.relay`) take the functions path."""
     mod = load_module(str(sample), sample.read_text(), "main")
-    if sample.name in NOT_NATIVE:
-        with pytest.raises(DiagnosticError, match="cannot be lowered") as info:
-            irtool.build(mod)
-        span = info.value.span
-        assert span is not None and span.source == str(sample) and span.line > 1
-        return
     inputs = random_inputs("main", entry_function(mod, "main"), 11)
     expected = flatten_value(run_function(mod, inputs))
     got = flatten_value(irtool.build(mod)(**inputs))

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from irtool.eval.interpreter import flatten_value, run_function
-from irtool.ir import Call, GlobalVar, IRModule, Op, Tuple, TupleGetItem
+from irtool.ir import Call, Function, GlobalVar, If, IRModule, Op, RefRead, Tuple, TupleGetItem
+from irtool.ir.adt import Constructor
 from irtool.eval.tir_interp import run_primfunc
 from irtool.analysis.tir_verify import verify_primfunc
 from irtool.ir.tir import (Allocate, BinaryOp, Buffer, BufferLoad, BufferStore, FloatImm, For, IfExpr, IntImm, LetStmt,
@@ -189,26 +190,61 @@ def @main(%x: Tensor[(2, 2), float32]) {
     same_outputs(text)
 
 
-@pytest.mark.parametrize("body,message", [
-    ("if (%c) { %x } else { negative(%x) }", "`if` cannot be lowered"),
-    ("let %f = fn (%y: Tensor[(2), float32]) { %y }; %f(%x)", "closure"),
-    ("ref_read(ref(%x))", "reference"),
-    ("@g(%x)", "@g cannot be lowered"),
+@pytest.mark.parametrize("body,kept", [
+    ("if (%c) { %x } else { negative(%x) }", If),
+    ("let %f = fn (%y: Tensor[(2), float32]) { exp(%y) }; %f(%x)", Function),
+    ("ref_read(ref(exp(%x)))", RefRead),
+    ("add(@g(%x), 1f)", GlobalVar),
 ])
-def test_what_cannot_be_lowered_is_a_located_error(body: str, message: str) -> None:
-    text = ("def @g(%a: Tensor[(2), float32]) { %a }\n"
+def test_control_flow_is_kept_and_the_operators_inside_it_become_kernels(body: str, kept: type) -> None:
+    """docs/native-relay.md: `lower` lowers fused groups wherever they are and keeps the rest."""
+    text = ("def @g(%a: Tensor[(2), float32]) { multiply(%a, %a) }\n"
             f"def @main(%x: Tensor[(2), float32], %c: bool) {{ {body} }}")
-    with pytest.raises(DiagnosticError, match=message) as info:
-        lowered(text, "lower")
-    assert info.value.span is not None
+    mod = lowered(text)
+    nodes = [n for name in ("main", "g") for n in post_order(mod[name].body)]
+    assert any(isinstance(n, kept) for n in nodes)
+    ops = {n.op.name for n in nodes if isinstance(n, Call) and isinstance(n.op, Op)}
+    assert ops == {"call_lowered"}
+    x = np.array([0.5, -2.0], np.float32)
+    for c in (True, False):
+        args = {"x": x, "c": np.array(c)}
+        np.testing.assert_allclose(run_function(mod, args), run_function(parse_module(HEADER + text), args),
+                                   rtol=1e-6)
 
 
-def test_adt_values_are_refused() -> None:
+def test_tuple_plumbing_that_fuse_ops_wraps_is_substituted() -> None:
+    """fuse-ops wraps `(%p0,).0` in a non-primitive literal called in place: still dataflow, so
+    lowering substitutes it and `main` is left with no call (found by test_lower_props)."""
+    mod = lowered("def @main(%p0: float32) -> float32 { %0 = (%p0,); %0.0 }")
+    assert main_calls(mod) == []
+    assert run_function(mod, [np.float32(2.5)]) == np.float32(2.5)
+
+
+def test_adt_values_lower_with_their_fields_computed_by_kernels() -> None:
     text = ("type List[A] { Cons(A, List[A]), Nil }\n"
-            "def @main(%x: Tensor[(2), float32]) { Cons(%x, Nil) }")
-    with pytest.raises(DiagnosticError, match="ADT constructor") as info:
-        lowered(text, "lower")
-    assert info.value.span is not None
+            "def @main(%x: Tensor[(2), float32]) { Cons(exp(%x), Nil) }")
+    mod = lowered(text)
+    (ctor,) = [n for n in main_calls(mod) if isinstance(n.op, Constructor) and n.args]
+    assert isinstance(ctor.args[0], Call) and ctor.args[0].op == Op("call_lowered")
+
+
+@pytest.mark.parametrize("pipeline", ["fuse-ops,lower", "inline{all=true},fuse-ops,lower"])
+def test_a_call_of_a_primitive_global_lowers_to_one_kernel(pipeline: str) -> None:
+    """A partitioned global (`Primitive=1`, its `Composite` literal called in place) is one fused
+    group, also once the build has inlined it into `main` as a literal (12 TVM corpus programs)."""
+    text = """
+def @part(%a: Tensor[(2), float32], Primitive=1, Compiler="ext") -> Tensor[(2), float32] {
+  %0 = fn (%b: Tensor[(2), float32], Composite="relu") -> Tensor[(2), float32] { nn.relu(%b) };
+  %1 = %0(%a);
+  exp(%1)
+}
+def @main(%x: Tensor[(2), float32]) { @part(%x) }
+"""
+    mod = lowered(text, pipeline)
+    (call,) = main_calls(mod)
+    assert call.op == Op("call_lowered") and call.args[0].name_hint == "fused_nn_relu_exp"  # type: ignore[union-attr]
+    x = np.array([0.5, -2.0], np.float32)
+    np.testing.assert_allclose(run_function(mod, [x]), np.exp(np.maximum(x, 0)), rtol=1e-6)
 
 
 def test_dynamic_shapes_are_refused() -> None:

@@ -1,0 +1,969 @@
+"""One function instance of the functions path (docs/native-relay.md) as an LLVM function.
+
+`FunctionBuilder` compiles an instance's body with an explicit task stack, in the interpreter's
+evaluation order (no recursion with the size or nesting of the program): values are lists of
+leaves (`LV`: tensor data pointers, object references), tensor results are written into the
+caller's destinations, temporaries into the activation's frame, object references into slots
+released on return; a self tail call is a jump through carry buffers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from irtool.analysis.unify import substitute
+from irtool.codegen.objects import (ADT_FIELDS, ALLOC, CLOSURE_FIELDS, CODE, MAX_STACK_FRAME, REF_FIELDS, RELEASE,
+                                    STATUS_NO_MATCH, STATUS_STACK_OVERFLOW, TAG, Leaf, Obj, field_offsets,
+                                    inline_align, leaves_of, nbytes)
+from irtool.codegen.tir_to_llvm import STATUS_OK, STATUS_OUT_OF_MEMORY
+from irtool.codegen.types import element_bytes, memory_type
+from irtool.core.diagnostics import DiagnosticError
+from irtool.ir.adt import Constructor, Pattern, PatternConstructor, PatternTuple, PatternVar
+from irtool.ir.expr import (Call, Constant, Expr, Function, GlobalVar, If, Let, Match, Op, RefCreate, RefRead,
+                            RefWrite, Tuple, TupleGetItem, Var)
+from irtool.ir.signature import num_outputs
+from irtool.ir.tir import PrimFunc
+from irtool.ir.types import FuncType, RefType, TensorType, TupleType, Type, TypeCall, TypeVar, type_to_text
+from irtool.ir.visitor import free_vars
+
+if TYPE_CHECKING:
+    from irtool.codegen.functions import ProgramBuilder
+
+# Operators that are views or copies of their argument (the AOT path takes them in a dataflow `main`).
+VIEW_OPS = frozenset({"reshape", "device_copy", "on_device"})
+
+Subst = dict[str, Type]
+
+
+def match_type(pattern: Type, concrete: Type, params: set[str], out: Subst) -> bool:
+    """Binds the type variables `params` of `pattern` so that it equals `concrete` (into `out`)."""
+    stack = [(pattern, concrete)]
+    while stack:
+        p, c = stack.pop()
+        if isinstance(c, FuncType) and c.type_params:
+            continue   # a polymorphic function value: its own instantiation follows from the others
+        if isinstance(p, TypeVar) and p.name in params:
+            if p.name in out and out[p.name] != c:
+                return False
+            out[p.name] = c
+        elif isinstance(p, TupleType) and isinstance(c, TupleType) and len(p.fields) == len(c.fields):
+            stack.extend(zip(p.fields, c.fields))
+        elif isinstance(p, FuncType) and isinstance(c, FuncType) and len(p.arg_types) == len(c.arg_types):
+            stack.extend(zip((*p.arg_types, p.ret_type), (*c.arg_types, c.ret_type)))
+        elif isinstance(p, TypeCall) and isinstance(c, TypeCall) and p.name == c.name and len(p.args) == len(c.args):
+            stack.extend(zip(p.args, c.args))
+        elif isinstance(p, RefType) and isinstance(c, RefType):
+            stack.append((p.value, c.value))
+        elif p != c and not isinstance(c, TypeVar):
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class LV:
+    """A leaf at run time: its LLVM value, what it is, and for a tensor the alignment of its data;
+    `code` is the code of a closure known to come from one literal (called directly)."""
+
+    value: str
+    leaf: Leaf
+    align: int = 1
+    code: str | None = None
+
+
+Value = tuple[LV, ...]
+
+
+@dataclass
+class Instance:
+    """One LLVM function: a global (`env` unused) or a function literal (captures read from `env`)."""
+
+    symbol: str
+    func: Function
+    subst: Subst
+    captures: list[Var] = field(default_factory=list)
+    self_var: Var | None = None   # a `let`-bound literal's own variable (a recursive closure)
+
+
+def has_type_vars(t: Type) -> bool:
+    stack = [t]
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, TypeVar):
+            return True
+        if isinstance(cur, TupleType):
+            stack.extend(cur.fields)
+        elif isinstance(cur, FuncType):
+            stack.extend((*cur.arg_types, cur.ret_type))
+        elif isinstance(cur, TypeCall):
+            stack.extend(cur.args)
+        elif isinstance(cur, RefType):
+            stack.append(cur.value)
+    return False
+
+
+Task = Callable[[], None]
+
+
+class FunctionBuilder:
+    """One instance's `define`: entry (frame, slots, stack check), the body, the exit (releases)."""
+
+    def __init__(self, prog: ProgramBuilder, inst: Instance) -> None:
+        self.prog = prog
+        self.inst = inst
+        self.func = inst.func
+        self.lines: list[str] = []
+        self.temps = 0
+        self.labels = 0
+        self.open = True          # whether the current block still needs a terminator
+        self.scopes: list[dict[int, Value]] = [{}]
+        self.tasks: list[Task] = []
+        self.vals: list[Value] = []
+        self.frame_top = 0
+        self.frame_size = 0
+        self.frame_align = 8    # 64 once a temporary is large enough to be vector-aligned
+        self.owned: list[str] = []            # slots of object references this activation holds
+        self.tail: set[int] = set()
+        self.recursive_lets: dict[int, Var] = {}
+        self.instantiations: dict[int, Subst] = {}
+        self.callees: set[str] = prog.calls.setdefault(inst.symbol, set())
+        # Self tail calls: the parameters live in slots, tensor arguments in two carry buffers.
+        self.loop = False
+        self.param_leaves: list[Leaf] = []
+        self.param_values: list[str] = []
+        self.carry_offsets: dict[int, tuple[int, int]] = {}
+        self.carry_size = 0
+
+    # -- emission helpers
+    def emit(self, text: str) -> str:
+        self.ensure_open()
+        self.temps += 1
+        self.lines.append(f"  %v{self.temps} = {text}")
+        return f"%v{self.temps}"
+
+    def do(self, text: str) -> None:
+        self.ensure_open()
+        self.lines.append(f"  {text}")
+
+    def ensure_open(self) -> None:
+        if not self.open:   # code after a jump (a tail call, a failing path) is unreachable
+            self.start(self.label("dead"))
+
+    def label(self, hint: str) -> str:
+        self.labels += 1
+        return f"{hint}{self.labels}"
+
+    def start(self, label: str) -> None:
+        self.lines.append(f"{label}:")
+        self.open = True
+
+    def br(self, label: str) -> None:
+        if self.open:
+            self.lines.append(f"  br label %{label}")
+            self.open = False
+
+    def condbr(self, cond: str, yes: str, no: str) -> None:
+        self.do(f"br i1 {cond}, label %{yes}, label %{no}")
+        self.open = False
+
+    def fail_if(self, cond: str, status: int | str) -> None:
+        """Leaves with `status` when `cond` holds (through the exit, which releases what is held)."""
+        fail, ok = self.label("fail"), self.label("ok")
+        self.condbr(cond, fail, ok)
+        self.start(fail)
+        self.lines.append(f"  store i32 {status}, ptr %status, align 4")
+        self.br("exit")
+        self.start(ok)
+
+    def check_status(self, status: str) -> None:
+        self.fail_if(self.emit(f"icmp ne i32 {status}, 0"), status)
+
+    def error(self, message: str, node: Expr | Pattern | None) -> DiagnosticError:
+        span = getattr(node, "span", None) or self.func.span
+        return DiagnosticError(f"native code: {message}", span)
+
+    def type_of(self, node: Expr) -> Type:
+        t = node.checked_type
+        if t is None and isinstance(node, Var):
+            t = node.type_annotation
+        if t is None:
+            raise self.error("expression has no inferred type", node)
+        return substitute(t, self.inst.subst) if self.inst.subst else t
+
+    def leaves(self, node: Expr) -> tuple[Leaf, ...]:
+        return leaves_of(self.type_of(node), node.span)
+
+    # -- memory
+    def temp(self, t: TensorType) -> LV:
+        size = nbytes(t)
+        align = 64 if size >= 64 else 8
+        at = (self.frame_top + align - 1) // align * align
+        self.frame_top = at + size
+        self.frame_size = max(self.frame_size, self.frame_top, 1)
+        self.frame_align = max(self.frame_align, align)
+        ptr = self.emit(f"getelementptr inbounds i8, ptr %frame, i64 {at}") if at else "%frame"
+        return LV(ptr, t, align)
+
+    def owned_slot(self) -> str:
+        slot = f"%own{len(self.owned)}"
+        self.owned.append(slot)
+        return slot
+
+    def hold(self, value: str, leaf: Obj, code: str | None = None) -> LV:
+        """An object reference this activation now owns (released on return)."""
+        self.do(f"store ptr {value}, ptr {self.owned_slot()}, align 8")
+        return LV(value, leaf, 8, code)
+
+    def retain(self, obj: str) -> None:
+        rc = self.emit(f"load i64, ptr {obj}, align 8")
+        self.do(f"store i64 {self.emit(f'add i64 {rc}, 1')}, ptr {obj}, align 8")
+
+    def memcpy(self, dst: LV, src: LV) -> None:
+        size = nbytes(dst.leaf)  # type: ignore[arg-type]
+        if size == 0 or dst.value == src.value:
+            return
+        self.prog.ctx.declare("llvm.memcpy.p0.p0.i64", "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)")
+        self.do(f"call void @llvm.memcpy.p0.p0.i64(ptr align {dst.align} {dst.value}, ptr align {src.align} "
+                f"{src.value}, i64 {size}, i1 false)")
+
+    def deliver(self, value: Value, dests: tuple[LV | None, ...] | None) -> Value:
+        """`value` with its tensors copied into `dests` (those given)."""
+        if dests is None:
+            return value
+        out = []
+        for lv, d in zip(value, dests):
+            if d is not None:
+                self.memcpy(d, lv)
+                out.append(d)
+            else:
+                out.append(lv)
+        return tuple(out)
+
+    def alloc(self, size: int, drop: str) -> str:
+        obj = self.emit(f"call ptr @{ALLOC}(i64 {size}, ptr @{drop})")
+        self.fail_if(self.emit(f"icmp eq ptr {obj}, null"), STATUS_OUT_OF_MEMORY)
+        return obj
+
+    def field_ptr(self, obj: str, offset: int) -> str:
+        return self.emit(f"getelementptr inbounds i8, ptr {obj}, i64 {offset}")
+
+    def store_leaves(self, obj: str, value: Value, offsets: list[int]) -> None:
+        """Copies a value into an object: tensors inline, object references retained."""
+        for lv, off in zip(value, offsets):
+            ptr = self.field_ptr(obj, off)
+            if isinstance(lv.leaf, Obj):
+                self.retain(lv.value)
+                self.do(f"store ptr {lv.value}, ptr {ptr}, align 8")
+            else:
+                self.memcpy(LV(ptr, lv.leaf, inline_align(lv.leaf)), lv)
+
+    def load_leaves(self, obj: str, leaves: tuple[Leaf, ...], offsets: list[int]) -> Value:
+        """A value stored in an object, borrowed: tensors point into it, references are loaded."""
+        out = []
+        for leaf, off in zip(leaves, offsets):
+            ptr = self.field_ptr(obj, off)
+            if isinstance(leaf, Obj):
+                out.append(LV(self.emit(f"load ptr, ptr {ptr}, align 8"), leaf, 8))
+            else:
+                out.append(LV(ptr, leaf, inline_align(leaf)))
+        return tuple(out)
+
+    # -- scopes
+    def lookup(self, node: Expr) -> Value | None:
+        for scope in reversed(self.scopes):
+            v = scope.get(id(node))
+            if v is not None:
+                return v
+        return None
+
+    def bind(self, node: Expr, value: Value) -> None:
+        self.scopes[-1][id(node)] = value
+
+    # -- the function
+    def build(self) -> str:
+        inst, func = self.inst, self.func
+        self.mark_tail_positions()
+        params: list[str] = ["ptr %ctx", "ptr %env"]
+        bound: list[tuple[Var, tuple[Leaf, ...]]] = []
+        for p in func.params:
+            leaves = self.leaves(p)
+            bound.append((p, leaves))
+            self.param_leaves.extend(leaves)
+        params += [f"ptr %a{k}" for k in range(len(self.param_leaves))]
+        results = leaves_of(self.type_of(func.body), func.body.span)
+        params += [f"ptr %r{k}" for k in range(len(results))]
+        self.start("top")
+        k = 0
+        for p, leaves in bound:
+            vals = []
+            for leaf in leaves:
+                slot_value = self.emit(f"load ptr, ptr %param{k}, align 8")
+                self.param_values.append(slot_value)
+                align = 8 if isinstance(leaf, Obj) else max(1, element_bytes(leaf.dtype))
+                vals.append(LV(slot_value, leaf, align))
+                k += 1
+            self.bind(p, tuple(vals))
+        if inst.captures or inst.self_var is not None:
+            self.bind_captures()
+        dests = tuple(None if isinstance(leaf, Obj) else LV(f"%r{j}", leaf, max(1, element_bytes(leaf.dtype)))
+                      for j, leaf in enumerate(results))
+        self.tasks.append(self.finish_body)
+        self.tasks.append(lambda: self.eval(func.body, dests))
+        while self.tasks:
+            self.tasks.pop()()
+        return self.assemble(params)
+
+    def finish_body(self) -> None:
+        """The body's value is the result: object references are handed to the caller."""
+        value = self.vals.pop()
+        if not self.open:   # the body ended in a self tail call
+            return
+        for j, lv in enumerate(value):
+            if isinstance(lv.leaf, Obj):
+                self.retain(lv.value)
+                self.do(f"store ptr {lv.value}, ptr %r{j}, align 8")
+        self.do(f"store i32 {STATUS_OK}, ptr %status, align 4")
+        self.br("exit")
+
+    def bind_captures(self) -> None:
+        inst = self.inst
+        leaves = tuple(leaf for v in inst.captures for leaf in self.leaves(v))
+        offsets, _ = field_offsets(leaves, CLOSURE_FIELDS)
+        value = self.load_leaves("%env", leaves, offsets)
+        at = 0
+        for v in inst.captures:
+            n = len(self.leaves(v))
+            self.bind(v, value[at:at + n])
+            at += n
+        if inst.self_var is not None:
+            self.bind(inst.self_var, (LV("%env", Obj(self.type_of(inst.self_var)), 8, inst.symbol),))
+
+    def assemble(self, params: list[str]) -> str:
+        regions = [("frame", self.frame_size), ("carry", self.carry_size)]
+        heap = {name: size > MAX_STACK_FRAME for name, size in regions}
+        tensors = [k for k, leaf in enumerate(self.param_leaves) if isinstance(leaf, TensorType)]
+        objects = [k for k, leaf in enumerate(self.param_leaves) if isinstance(leaf, Obj)]
+        # Every alloca first, so that LLVM promotes the slots to registers.
+        entry = ["entry:", "  %status = alloca i32, align 4"]
+        aligns = {"frame": self.frame_align, "carry": 64}
+        entry += [f"  %{name} = alloca [{size} x i8], align {aligns[name]}" for name, size in regions
+                  if size and not heap[name]]
+        entry += [f"  {slot} = alloca ptr, align 8" for slot in self.owned]
+        entry += [f"  %param{k} = alloca ptr, align 8" for k in range(len(self.param_leaves))]
+        if self.loop:
+            entry += [f"  %next{k} = alloca ptr, align 8" for k in range(len(self.param_leaves))]
+            entry += [f"  %flip{k} = alloca i1, align 1" for k in tensors if k in self.carry_offsets]
+        entry += [f"  store ptr null, ptr {slot}, align 8" for slot in self.owned]
+        entry += [f"  store ptr %a{k}, ptr %param{k}, align 8" for k in range(len(self.param_leaves))]
+        if self.loop:
+            entry += [f"  store i1 false, ptr %flip{k}, align 1" for k in tensors if k in self.carry_offsets]
+        # The stack check: this frame's address against the limit in the context.
+        entry += ["  %sp = ptrtoint ptr %status to i64", "  %limit = load i64, ptr %ctx, align 8",
+                  "  %deep = icmp ult i64 %sp, %limit", "  br i1 %deep, label %overflow, label %start",
+                  "overflow:", f"  ret i32 {STATUS_STACK_OVERFLOW}", "start:"]
+        frees: list[str] = []
+        for name, size in regions:
+            if size and heap[name]:
+                self.prog.ctx.declare("aligned_alloc", "declare noalias ptr @aligned_alloc(i64, i64)")
+                self.prog.ctx.declare("free", "declare void @free(ptr)")
+                entry += [f"  %{name} = call ptr @aligned_alloc(i64 64, i64 {(size + 63) // 64 * 64})",
+                          f"  %{name}.null = icmp eq ptr %{name}, null",
+                          f"  br i1 %{name}.null, label %{name}.fail, label %{name}.ok", f"{name}.fail:",
+                          *frees, f"  ret i32 {STATUS_OUT_OF_MEMORY}", f"{name}.ok:"]
+                frees.append(f"  call void @free(ptr %{name})")
+        if self.loop:   # the loop owns its object parameters: each iteration releases them
+            for k in objects:
+                entry += [f"  %rc{k} = load i64, ptr %a{k}, align 8", f"  %rc{k}.1 = add i64 %rc{k}, 1",
+                          f"  store i64 %rc{k}.1, ptr %a{k}, align 8"]
+        entry.append("  br label %top")
+        exit_lines = ["exit:"]
+        releases = [slot for slot in self.owned]
+        if self.loop:
+            releases += [f"%param{k}" for k in objects]
+        for j, slot in enumerate(releases):
+            exit_lines += [f"  %x{j} = load ptr, ptr {slot}, align 8", f"  call void @{RELEASE}(ptr %x{j})"]
+        exit_lines += frees
+        exit_lines += ["  %result = load i32, ptr %status, align 4", "  ret i32 %result"]
+        iterate = self.iterate_block(objects) if self.loop else []
+        head = f"define internal i32 @{self.inst.symbol}({', '.join(params)}) #0 {{"
+        return "\n".join([head, *entry, *self.lines, *iterate, *exit_lines, "}", ""])
+
+    def iterate_block(self, objects: list[int]) -> list[str]:
+        """The back edge of self tail calls: release what the iteration held and the old object
+        parameters, then take the pending arguments as the parameters."""
+        out = ["iterate:"]
+        for j, slot in enumerate(self.owned):
+            out += [f"  %i{j} = load ptr, ptr {slot}, align 8", f"  call void @{RELEASE}(ptr %i{j})",
+                    f"  store ptr null, ptr {slot}, align 8"]
+        for k in objects:
+            out += [f"  %o{k} = load ptr, ptr %param{k}, align 8", f"  call void @{RELEASE}(ptr %o{k})"]
+        for k in range(len(self.param_leaves)):
+            out += [f"  %n{k} = load ptr, ptr %next{k}, align 8", f"  store ptr %n{k}, ptr %param{k}, align 8"]
+        out.append("  br label %top")
+        return out
+
+    def mark_tail_positions(self) -> None:
+        stack: list[Expr] = [self.func.body]
+        while stack:
+            node = stack.pop()
+            if id(node) in self.tail:
+                continue
+            self.tail.add(id(node))
+            if isinstance(node, Let):
+                stack.append(node.body)
+            elif isinstance(node, If):
+                stack += [node.true_branch, node.false_branch]
+            elif isinstance(node, Match):
+                stack += [c.rhs for c in node.clauses]
+            elif isinstance(node, Call) and isinstance(node.op, Function) and not node.op.is_primitive:
+                stack.append(node.op.body)
+
+    # -- the machine
+    def push(self, task: Task) -> None:
+        self.tasks.append(task)
+
+    def eval(self, node: Expr, dests: tuple[LV | None, ...] | None) -> None:
+        hit = self.lookup(node)
+        if hit is not None:
+            self.vals.append(self.deliver(hit, dests))
+            return
+        if isinstance(node, Var):
+            raise self.error(f"%{node.name_hint} has no value here", node)
+        if isinstance(node, Constant):
+            self.done(node, (LV(f"@{self.prog.constant(node)}", self.leaves(node)[0], 64),), dests)
+        elif isinstance(node, Tuple):
+            self.eval_tuple(node, dests)
+        elif isinstance(node, TupleGetItem):
+            self.push(lambda: self.done(node, self.project(node, self.vals.pop()), dests))
+            self.push(lambda: self.eval(node.tuple_value, None))
+        elif isinstance(node, Let):
+            self.eval_let(node, dests)
+        elif isinstance(node, If):
+            self.push(lambda: self.branch_if(node, self.vals.pop(), dests))
+            self.push(lambda: self.eval(node.cond, None))
+        elif isinstance(node, Match):
+            self.push(lambda: self.branch_match(node, self.vals.pop(), dests))
+            self.push(lambda: self.eval(node.data, None))
+        elif isinstance(node, Call):
+            self.eval_call(node, dests)
+        elif isinstance(node, Function):
+            self.done(node, (self.closure(node),), dests)
+        elif isinstance(node, GlobalVar):
+            self.done(node, (self.global_value(node),), dests)
+        elif isinstance(node, RefCreate):
+            self.push(lambda: self.done(node, self.ref_create(node, self.vals.pop()), dests))
+            self.push(lambda: self.eval(node.value, None))
+        elif isinstance(node, RefRead):
+            self.push(lambda: self.done(node, self.ref_read(node, self.vals.pop(), dests), dests))
+            self.push(lambda: self.eval(node.ref, None))
+        elif isinstance(node, RefWrite):
+            self.push(lambda: self.ref_write(node, dests))
+            self.push(lambda: self.eval(node.value, None))
+            self.push(lambda: self.eval(node.ref, None))
+        elif isinstance(node, Constructor):
+            raise self.error(f"the constructor {node.name} used as a function value is not compiled natively yet "
+                             "(call it, or wrap it in a function literal)", node)
+        else:
+            raise self.error(f"{type(node).__name__} cannot be compiled", node)
+
+    def done(self, node: Expr, value: Value, dests: tuple[LV | None, ...] | None) -> None:
+        value = self.deliver(value, dests)
+        self.bind(node, value)
+        self.vals.append(value)
+
+    def split(self, dests: tuple[LV | None, ...] | None, parts: list[Expr]) -> list[tuple[LV | None, ...] | None]:
+        if dests is None:
+            return [None] * len(parts)
+        out, at = [], 0
+        for e in parts:
+            n = len(self.leaves(e))
+            out.append(dests[at:at + n])
+            at += n
+        return out
+
+    def eval_tuple(self, node: Tuple, dests: tuple[LV | None, ...] | None) -> None:
+        n = len(node.fields)
+
+        def finish() -> None:
+            parts = self.vals[len(self.vals) - n:] if n else []
+            del self.vals[len(self.vals) - n:]
+            self.done(node, tuple(lv for part in parts for lv in part), None)
+        self.push(finish)
+        for f, d in reversed(list(zip(node.fields, self.split(dests, list(node.fields))))):
+            self.push(lambda f=f, d=d: self.eval(f, d))   # type: ignore[misc]
+
+    def project(self, node: TupleGetItem, value: Value) -> Value:
+        t = self.type_of(node.tuple_value)
+        if not isinstance(t, TupleType):
+            raise self.error(f"projection of a value of type {type_to_text(t)}", node)
+        at = sum(len(leaves_of(f, node.span)) for f in t.fields[:node.index])
+        return value[at:at + len(leaves_of(t.fields[node.index], node.span))]
+
+    def eval_let(self, node: Let, dests: tuple[LV | None, ...] | None) -> None:
+        if isinstance(node.value, Function) and any(v is node.var for v in free_vars(node.value)):
+            self.recursive_lets[id(node.value)] = node.var
+
+        def body() -> None:
+            self.bind(node.var, self.vals.pop())
+            self.push(lambda: self.bind(node, self.vals[-1]))
+            self.push(lambda: self.eval(node.body, dests))
+        self.push(body)
+        self.push(lambda: self.eval(node.value, None))
+
+    # -- branches
+    def result_places(self, node: Expr, dests: tuple[LV | None, ...] | None) -> tuple[tuple[LV | None, ...], list[str]]:
+        """Where every branch of `node` puts its result: tensors in `dests` (or temporaries made
+        here, before the branches), object references in owned slots."""
+        leaves = self.leaves(node)
+        places = tuple(d if d is not None else (None if isinstance(leaf, Obj) else self.temp(leaf))
+                       for leaf, d in zip(leaves, dests if dests is not None else [None] * len(leaves)))
+        slots = [self.owned_slot() if isinstance(leaf, Obj) else "" for leaf in leaves]
+        return places, slots
+
+    def truth(self, node: If, cond: Value) -> str:
+        lv = cond[0]
+        t = lv.leaf
+        if not isinstance(t, TensorType) or int(np.prod(t.shape, dtype=np.int64)) != 1:
+            raise self.error("the condition of `if` must be a one-element tensor", node.cond)
+        mem = memory_type(t.dtype)
+        x = self.emit(f"load {mem}, ptr {lv.value}, align {max(1, element_bytes(t.dtype))}")
+        if t.dtype.startswith(("float", "bfloat")):
+            return self.emit(f"fcmp une {mem} {x}, 0.0")
+        return self.emit(f"icmp ne {mem} {x}, 0")
+
+    def branch_if(self, node: If, cond: Value, dests: tuple[LV | None, ...] | None) -> None:
+        c = self.truth(node, cond)
+        places, slots = self.result_places(node, dests)
+        yes, no, join = self.label("then"), self.label("else"), self.label("join")
+        self.condbr(c, yes, no)
+        self.join_branches(node, [(yes, node.true_branch, []), (no, node.false_branch, [])], places, slots, join)
+
+    def join_branches(self, node: Expr, arms: list[tuple[str, Expr, list[tuple[Var, Value]]]],
+                      places: tuple[LV | None, ...], slots: list[str], join: str) -> None:
+        mark = self.frame_top
+        reached = [False]
+
+        def begin(label: str, bindings: list[tuple[Var, Value]]) -> Task:
+            def run() -> None:
+                self.start(label)
+                self.scopes.append({})
+                self.frame_top = mark
+                for var, value in bindings:
+                    self.bind(var, value)
+            return run
+
+        def end() -> None:
+            value = self.vals.pop()
+            if self.open:
+                for lv, slot in zip(value, slots):
+                    if slot:
+                        self.retain(lv.value)
+                        self.do(f"store ptr {lv.value}, ptr {slot}, align 8")
+                reached[0] = True
+                self.br(join)
+            self.scopes.pop()
+            self.frame_top = mark
+
+        def finish() -> None:
+            self.start(join)
+            if not reached[0]:
+                self.do("unreachable")
+                self.open = False
+            out = []
+            for place, slot, leaf in zip(places, slots, self.leaves(node)):
+                if slot:
+                    out.append(LV(self.emit(f"load ptr, ptr {slot}, align 8"), leaf, 8))  # type: ignore[arg-type]
+                else:
+                    out.append(place)   # type: ignore[arg-type]
+            self.bind(node, tuple(out))
+            self.vals.append(tuple(out))
+
+        self.push(finish)
+        for label, expr, bindings in reversed(arms):
+            self.push(end)
+            self.push(lambda expr=expr: self.eval(expr, places))   # type: ignore[misc]
+            self.push(begin(label, bindings))
+
+    def branch_match(self, node: Match, data: Value, dests: tuple[LV | None, ...] | None) -> None:
+        places, slots = self.result_places(node, dests)
+        join = self.label("join")
+        data_t = self.type_of(node.data)
+        arms: list[tuple[str, Expr, list[tuple[Var, Value]]]] = []
+        for clause in node.clauses:
+            body, next_test = self.label("clause"), self.label("test")
+            bindings = self.pattern_test(clause.lhs, data, data_t, next_test)
+            self.br(body)
+            arms.append((body, clause.rhs, bindings))
+            self.start(next_test)
+        self.do(f"store i32 {STATUS_NO_MATCH}, ptr %status, align 4")
+        self.br("exit")
+        self.join_branches(node, arms, places, slots, join)
+
+    def pattern_test(self, pattern: Pattern, value: Value, t: Type, fail: str) -> list[tuple[Var, Value]]:
+        """Emits the tag tests of `pattern` against `value` (to `fail` on a mismatch) and returns
+        the variables it binds; the code falls through when every test passed."""
+        bindings: list[tuple[Var, Value]] = []
+        stack: list[tuple[Pattern, Value, Type]] = [(pattern, value, t)]
+        while stack:
+            p, v, pt = stack.pop()
+            if isinstance(p, PatternVar):
+                bindings.append((p.var, v))
+            elif isinstance(p, PatternTuple):
+                if not isinstance(pt, TupleType):
+                    raise self.error(f"a tuple pattern on a value of type {type_to_text(pt)}", p)
+                at = 0
+                for q, ft in zip(p.patterns, pt.fields):
+                    n = len(leaves_of(ft, p.span))
+                    stack.append((q, v[at:at + n], ft))
+                    at += n
+            elif isinstance(p, PatternConstructor):
+                ctor = p.constructor
+                obj = v[0].value
+                tag = self.emit(f"load i32, ptr {self.field_ptr(obj, TAG)}, align 4")
+                ok = self.label("fields")
+                self.condbr(self.emit(f"icmp eq i32 {tag}, {ctor.tag}"), ok, fail)
+                self.start(ok)
+                field_types = self.constructor_fields(ctor, pt, p)
+                leaves = tuple(leaf for ft in field_types for leaf in leaves_of(ft, p.span))
+                offsets, _ = field_offsets(leaves, ADT_FIELDS)
+                fields = self.load_leaves(obj, leaves, offsets)
+                at = 0
+                for q, ft in zip(p.patterns, field_types):
+                    n = len(leaves_of(ft, p.span))
+                    stack.append((q, fields[at:at + n], ft))
+                    at += n
+        return bindings
+
+    def constructor_fields(self, ctor: Constructor, adt: Type, at: Expr | Pattern) -> list[Type]:
+        """The field types of `ctor` in the ADT instance `adt` (`List[float32]`)."""
+        data = self.prog.mod.type_defs.get(ctor.belong_to)
+        if data is None or not isinstance(adt, TypeCall):
+            raise self.error(f"the constructor {ctor.name} of a value of type {type_to_text(adt)}", at)
+        mapping = {p.name: a for p, a in zip(data.type_params, adt.args)}
+        return [substitute(t, mapping) for t in ctor.inputs]
+
+    # -- calls
+    def eval_call(self, node: Call, dests: tuple[LV | None, ...] | None) -> None:
+        op = node.op
+        if isinstance(op, Op):
+            self.eval_op(node, op, dests)
+            return
+        n = len(node.args)
+
+        def args_then(then: Callable[[list[Value]], None]) -> None:
+            self.push(lambda: then(self.take(n)))
+            for a in reversed(node.args):
+                self.push(lambda a=a: self.eval(a, None))   # type: ignore[misc]
+
+        if isinstance(op, GlobalVar):
+            callee = self.prog.mod.functions.get(op.name_hint)
+            if isinstance(callee, PrimFunc):
+                args_then(lambda args: self.done(node, self.kernel_call(node, op.name_hint, args, dests), None))
+                return
+            if not isinstance(callee, Function):
+                raise self.error(f"@{op.name_hint} is not defined", op)
+            subst = self.prog.instantiate(callee, [self.type_of(a) for a in node.args], self.type_of(node), node.span,
+                                          f"function @{op.name_hint}")
+            self.note_function_args(node, callee, subst)
+            inst = self.prog.global_instance(op.name_hint, subst, node.span)
+            if inst is self.inst and id(node) in self.tail:
+                self.eval_tail_call(node)
+                return
+            args_then(lambda args: self.call_instance(node, inst.symbol, "null", args, dests))
+        elif isinstance(op, Constructor):
+            args_then(lambda args: self.done(node, (self.construct(node, op, args),), dests))
+        elif isinstance(op, Function) and not op.is_primitive:
+            args_then(lambda args: self.inline(node, op, args, dests))
+        elif isinstance(op, Function):
+            raise self.error("a primitive function is called without being lowered (run `lower` first)", node)
+        else:   # a function value: the callee is evaluated first, then the arguments
+            known = self.lookup(op)
+            if known is not None and known[0].value == "%env" and known[0].code == self.inst.symbol \
+                    and id(node) in self.tail:   # a literal calling itself through its own variable
+                self.eval_tail_call(node)
+                return
+            args_then(lambda args: self.call_closure(node, self.vals.pop()[0], args, dests))
+            self.push(lambda: self.eval(op, None))
+
+    def take(self, n: int) -> list[Value]:
+        """The last `n` values computed, in order."""
+        args = self.vals[len(self.vals) - n:] if n else []
+        del self.vals[len(self.vals) - n:]
+        return args
+
+    def note_function_args(self, node: Call, callee: Function, subst: Subst) -> None:
+        """Polymorphic function values passed to `callee` take their instantiation from its
+        parameter types."""
+        for a, p in zip(node.args, callee.params):
+            t = a.checked_type
+            if isinstance(a, (Function, GlobalVar)) and isinstance(t, FuncType) and t.type_params:
+                want = substitute(p.checked_type or p.type_annotation, subst)  # type: ignore[arg-type]
+                out: Subst = {}
+                params = {q.name for q in t.type_params}
+                if match_type(FuncType(t.arg_types, t.ret_type), want, params, out) and set(out) == params:
+                    self.instantiations[id(a)] = out
+
+    def eval_op(self, node: Call, op: Op, dests: tuple[LV | None, ...] | None) -> None:
+        name = op.name
+        if name == "call_lowered":
+            target = node.args[0] if node.args else None
+            if not isinstance(target, GlobalVar):
+                raise self.error("call_lowered of something that is not a global", node)
+            callee = self.prog.mod.functions.get(target.name_hint)
+            if isinstance(callee, PrimFunc):
+                def kernel() -> None:
+                    self.done(node, self.kernel_call(node, target.name_hint, [self.vals.pop()], dests), None)
+                self.push(kernel)
+                self.push(lambda: self.eval(node.args[1], None))
+                return
+            if not isinstance(callee, Function):
+                raise self.error(f"@{target.name_hint} is not defined", target)
+            packed = node.args[1]
+            packed_t = self.type_of(packed)
+            arg_types = list(packed_t.fields) if isinstance(packed_t, TupleType) else [packed_t]
+            subst = self.prog.instantiate(callee, arg_types, self.type_of(node), node.span,
+                                          f"function @{target.name_hint}")
+            inst = self.prog.global_instance(target.name_hint, subst, node.span)
+            self.push(lambda: self.call_instance(node, inst.symbol, "null", [self.vals.pop()], dests))
+            self.push(lambda: self.eval(packed, None))
+            return
+        if name in VIEW_OPS or name == "memory.kill":
+            def view() -> None:
+                value = self.vals.pop()
+                if name == "memory.kill":
+                    self.done(node, (), dests)
+                elif name == "reshape":
+                    lv = value[0]
+                    self.done(node, (LV(lv.value, self.leaves(node)[0], lv.align),), dests)
+                else:
+                    self.done(node, value, dests)
+            self.push(view)
+            self.push(lambda: self.eval(node.args[0], None))
+            return
+        raise self.error(f"the operator `{name}` is not compiled natively (lower the module first)", node)
+
+    def kernel_call(self, node: Call, name: str, args: list[Value], dests: tuple[LV | None, ...] | None) -> Value:
+        func = self.prog.mod.functions[name]
+        assert isinstance(func, PrimFunc)
+        inputs = [lv for v in args for lv in v]
+        k = num_outputs(func)
+        if len(inputs) + k != len(func.params):
+            raise self.error(f"@{name} takes {len(func.params)} buffers ({k} outputs) but is called with "
+                             f"{len(inputs)} inputs", node)
+        out_leaves = self.leaves(node)
+        outs = [d if d is not None else self.temp(leaf)  # type: ignore[arg-type]
+                for leaf, d in zip(out_leaves, dests if dests is not None else [None] * len(out_leaves))]
+        self.prog.kernel(name, [lv.align for lv in inputs + outs])
+        call_args = ", ".join(f"ptr {lv.value}" for lv in inputs + outs)
+        self.check_status(self.emit(f"call i32 @{self.prog.kernel_symbol(name)}({call_args})"))
+        return tuple(outs)
+
+    def result_args(self, node: Expr, dests: tuple[LV | None, ...] | None) -> tuple[list[LV | str], list[str]]:
+        """What a call's result pointers are: tensors' destinations (or temporaries), and owned slots
+        that receive the object references."""
+        leaves = self.leaves(node)
+        out: list[LV | str] = []
+        for leaf, d in zip(leaves, dests if dests is not None else [None] * len(leaves)):
+            out.append(self.owned_slot() if isinstance(leaf, Obj) else (d if d is not None else self.temp(leaf)))
+        return out, [o if isinstance(o, str) else o.value for o in out]
+
+    def call_instance(self, node: Call, symbol: str, env: str, args: list[Value],
+                      dests: tuple[LV | None, ...] | None, known: str | None = None) -> None:
+        flat = [lv for v in args for lv in v]
+        self.callees.add(symbol)
+        places, pointers = self.result_args(node, dests)
+        call_args = ", ".join(["ptr %ctx", f"ptr {env}", *(f"ptr {lv.value}" for lv in flat),
+                               *(f"ptr {p}" for p in pointers)])
+        target = f"@{symbol}" if known is None else known
+        self.check_status(self.emit(f"call i32 {target}({call_args})"))
+        out = []
+        for place, leaf in zip(places, self.leaves(node)):
+            if isinstance(place, str):
+                out.append(LV(self.emit(f"load ptr, ptr {place}, align 8"), leaf, 8))  # type: ignore[arg-type]
+            else:
+                out.append(place)
+        self.done(node, tuple(out), None)
+
+    def call_closure(self, node: Call, callee: LV, args: list[Value], dests: tuple[LV | None, ...] | None) -> None:
+        if callee.code is not None:
+            self.call_instance(node, callee.code, callee.value, args, dests)
+            return
+        self.prog.calls_closures.add(self.inst.symbol)
+        code = self.emit(f"load ptr, ptr {self.field_ptr(callee.value, CODE)}, align 8")
+        self.call_instance(node, "", callee.value, args, dests, known=code)
+
+    def eval_tail_call(self, node: Call) -> None:
+        """A self tail call: the arguments become the parameters of the next iteration. Each
+        tensor parameter has two carry buffers; a new value is computed into the one not holding
+        the current value (so no argument overwrites another before it is read), a parameter
+        passed on unchanged keeps its buffer, and object arguments are retained for the next
+        iteration, whose parameters the loop owns."""
+        self.loop = True
+        places: list[LV | None] = []
+        flips: list[tuple[int, str]] = []
+        arg_dests: list[tuple[LV | None, ...]] = []
+        k = 0
+        for p, a in zip(self.func.params, node.args):
+            mine: list[LV | None] = []
+            for leaf in self.leaves(p):
+                if isinstance(leaf, TensorType) and a is not p:
+                    flip = self.emit(f"load i1, ptr %flip{k}, align 1")
+                    first, second = self.carry_buffers(k, leaf)
+                    at = self.emit(f"select i1 {flip}, i64 {second}, i64 {first}")
+                    mine.append(LV(self.emit(f"getelementptr inbounds i8, ptr %carry, i64 {at}"), leaf,
+                                   max(1, element_bytes(leaf.dtype))))
+                    flips.append((k, flip))
+                else:
+                    mine.append(None)
+                k += 1
+            places += mine
+            arg_dests.append(tuple(mine))
+
+        def jump() -> None:
+            args = [lv for v in self.take(len(node.args)) for lv in v]
+            for j, (lv, place) in enumerate(zip(args, places)):
+                if isinstance(lv.leaf, Obj):
+                    self.retain(lv.value)
+                elif place is not None:
+                    self.memcpy(place, lv)   # nothing to copy when the value was computed in place
+                    lv = place
+                self.do(f"store ptr {lv.value}, ptr %next{j}, align 8")
+            for j, flip in flips:
+                self.do(f"store i1 {self.emit(f'xor i1 {flip}, true')}, ptr %flip{j}, align 1")
+            self.br("iterate")
+            self.vals.append(tuple(LV("undef", leaf) for leaf in self.leaves(node)))   # never used: dead code
+        self.push(jump)
+        for a, d in reversed(list(zip(node.args, arg_dests))):
+            self.push(lambda a=a, d=d: self.eval(a, d))   # type: ignore[misc]
+
+    def carry_buffers(self, k: int, leaf: TensorType) -> tuple[int, int]:
+        """The offsets of parameter `k`'s two carry buffers (made when a call first changes it)."""
+        pair = self.carry_offsets.get(k)
+        if pair is None:
+            first = (self.carry_size + 63) // 64 * 64
+            second = (first + nbytes(leaf) + 63) // 64 * 64
+            pair = self.carry_offsets[k] = (first, second)
+            self.carry_size = second + nbytes(leaf)
+        return pair
+
+    def inline(self, node: Call, fn: Function, args: list[Value], dests: tuple[LV | None, ...] | None) -> None:
+        """A function literal called where it is written: its body, with the parameters bound."""
+        self.scopes.append({})
+        for p, v in zip(fn.params, args):
+            self.bind(p, v)
+
+        def end() -> None:
+            value = self.vals.pop()
+            self.scopes.pop()
+            self.bind(node, value)
+            self.vals.append(value)
+        self.push(end)
+        self.push(lambda: self.eval(fn.body, dests))
+
+    # -- objects
+    def construct(self, node: Call, ctor: Constructor, args: list[Value]) -> LV:
+        adt = self.type_of(node)
+        field_types = self.constructor_fields(ctor, adt, node)
+        leaves = tuple(leaf for ft in field_types for leaf in leaves_of(ft, node.span))
+        offsets, size = field_offsets(leaves, ADT_FIELDS)
+        drop = self.prog.drop(("adt", leaves), leaves, offsets)
+        obj = self.alloc(size, drop)
+        self.do(f"store i32 {ctor.tag}, ptr {self.field_ptr(obj, TAG)}, align 4")
+        self.store_leaves(obj, tuple(lv for v in args for lv in v), offsets)
+        return self.hold(obj, Obj(adt))
+
+    def closure(self, func: Function) -> LV:
+        if func.is_primitive:
+            raise self.error("a primitive function used as a value (run `lower` first)", func)
+        subst = dict(self.inst.subst)
+        fn_t = func.checked_type
+        if isinstance(fn_t, FuncType) and fn_t.type_params:
+            own = self.instantiations.get(id(func))
+            if own is None:
+                raise self.error(f"a polymorphic function literal of type {type_to_text(fn_t)} whose instantiation "
+                                 "is not given by a call it is passed to", func)
+            subst.update(own)
+        self_var = self.recursive_lets.get(id(func))
+        inst = self.prog.lambda_instance(func, subst, self_var)
+        self.prog.function_values.add(inst.symbol)
+        values = []
+        for v in inst.captures:
+            hit = self.lookup(v)
+            if hit is None:
+                raise self.error(f"%{v.name_hint}, which this function captures, has no value here", func)
+            values.extend(hit)
+        leaves = tuple(lv.leaf for lv in values)
+        offsets, size = field_offsets(leaves, CLOSURE_FIELDS)
+        obj = self.alloc(size, self.prog.drop(("closure", leaves), leaves, offsets))
+        self.do(f"store ptr @{inst.symbol}, ptr {self.field_ptr(obj, CODE)}, align 8")
+        self.store_leaves(obj, tuple(values), offsets)
+        t = self.type_of(func)
+        if isinstance(t, FuncType) and t.type_params:
+            t = substitute(FuncType(t.arg_types, t.ret_type), subst)
+        return self.hold(obj, Obj(t), inst.symbol)
+
+    def global_value(self, node: GlobalVar) -> LV:
+        func = self.prog.mod.functions.get(node.name_hint)
+        if not isinstance(func, Function):
+            raise self.error(f"@{node.name_hint} is not a Relay function", node)
+        t = self.type_of(node)
+        subst: Subst = {}
+        if isinstance(t, FuncType) and t.type_params:
+            given = self.instantiations.get(id(node))
+            if given is None:
+                raise self.error(f"the polymorphic function @{node.name_hint} used as a value whose instantiation "
+                                 "is not given by a call it is passed to", node)
+            subst = given
+            t = substitute(FuncType(t.arg_types, t.ret_type), subst)
+        inst = self.prog.global_instance(node.name_hint, subst, node.span)
+        self.prog.function_values.add(inst.symbol)
+        obj = self.alloc(CLOSURE_FIELDS, self.prog.drop(("closure", ()), (), []))
+        self.do(f"store ptr @{inst.symbol}, ptr {self.field_ptr(obj, CODE)}, align 8")
+        return self.hold(obj, Obj(t), inst.symbol)
+
+    def ref_create(self, node: RefCreate, value: Value) -> Value:
+        leaves = tuple(lv.leaf for lv in value)
+        offsets, size = field_offsets(leaves, REF_FIELDS)
+        obj = self.alloc(size, self.prog.drop(("ref", leaves), leaves, offsets))
+        self.store_leaves(obj, value, offsets)
+        return (self.hold(obj, Obj(self.type_of(node))),)
+
+    def ref_leaves(self, node: Expr, ref_t: Type) -> tuple[tuple[Leaf, ...], list[int]]:
+        if not isinstance(ref_t, RefType):
+            raise self.error(f"a reference operation on a value of type {type_to_text(ref_t)}", node)
+        leaves = leaves_of(ref_t.value, node.span)
+        return leaves, field_offsets(leaves, REF_FIELDS)[0]
+
+    def ref_read(self, node: RefRead, ref: Value, dests: tuple[LV | None, ...] | None) -> Value:
+        """The content, copied out: a later `ref_write` overwrites the cell in place."""
+        leaves, offsets = self.ref_leaves(node, self.type_of(node.ref))
+        stored = self.load_leaves(ref[0].value, leaves, offsets)
+        out = []
+        for lv, d in zip(stored, dests if dests is not None else [None] * len(stored)):
+            if isinstance(lv.leaf, Obj):
+                self.retain(lv.value)
+                out.append(self.hold(lv.value, lv.leaf))
+            else:
+                place = d if d is not None else self.temp(lv.leaf)
+                self.memcpy(place, lv)
+                out.append(place)
+        return tuple(out)
+
+    def ref_write(self, node: RefWrite, dests: tuple[LV | None, ...] | None) -> None:
+        value = self.vals.pop()
+        ref = self.vals.pop()
+        leaves, offsets = self.ref_leaves(node, self.type_of(node.ref))
+        for lv, off in zip(value, offsets):
+            ptr = self.field_ptr(ref[0].value, off)
+            if isinstance(lv.leaf, Obj):
+                self.retain(lv.value)
+                old = self.emit(f"load ptr, ptr {ptr}, align 8")
+                self.do(f"store ptr {lv.value}, ptr {ptr}, align 8")
+                self.do(f"call void @{RELEASE}(ptr {old})")
+            else:
+                self.memcpy(LV(ptr, lv.leaf, inline_align(lv.leaf)), lv)
+        self.done(node, (), dests)
+
