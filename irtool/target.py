@@ -23,6 +23,8 @@ from functools import lru_cache
 from irtool.core.diagnostics import DiagnosticError, suggest
 
 OPT_LEVELS = range(4)
+# The compiled runtime takes the thread count as a 32-bit integer.
+MAX_THREADS = 2**31 - 1
 
 
 @lru_cache(maxsize=None)
@@ -60,8 +62,8 @@ class TargetOptions:
     threads: int = 1
 
     def __post_init__(self) -> None:
-        if self.threads < 1:
-            raise TargetError("threads", f"the thread count must be at least 1, got {self.threads}")
+        if not 1 <= self.threads <= MAX_THREADS:
+            raise TargetError("threads", f"the thread count must be from 1 to {MAX_THREADS}, got {self.threads}")
         if self.opt_level not in OPT_LEVELS:
             raise TargetError("opt_level", f"the optimisation level must be 0, 1, 2 or 3, got {self.opt_level!r}")
         if self.cpu != "native" or self.features is not None or self.triple is not None:

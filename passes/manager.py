@@ -303,7 +303,8 @@ def list_passes() -> list[tuple[str, str, list[PassOption]]]:
     return out
 
 
-def _check_pass_names(names: Iterable[str], flag: str) -> set[str]:
+def check_pass_names(names: Iterable[str], flag: str) -> set[str]:
+    """The pass names a `--print-ir-*` flag gives, each one a registered pass (else its located error)."""
     wanted = set(names)
     for name in sorted(wanted):
         if get_pass(name) is None:
@@ -330,8 +331,8 @@ def run_pipeline(mod: IRModule, passes: Sequence[ModulePass], *, verify_each: bo
     """
     from irtool.analysis.typecheck import cyclic_gc_paused
     err = sys.stderr if err is None else err
-    before = _check_pass_names(print_ir_before, "--print-ir-before")
-    after = _check_pass_names(print_ir_after, "--print-ir-after")
+    before = check_pass_names(print_ir_before, "--print-ir-before")
+    after = check_pass_names(print_ir_after, "--print-ir-after")
     rows: list[tuple[str, float]] = []
     with cyclic_gc_paused():  # passes and verification build large acyclic graphs
         if verify_each:

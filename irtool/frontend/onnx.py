@@ -129,12 +129,28 @@ def _input_type(info: onnx.ValueInfoProto, overrides: Mapping[str, Sequence[int]
     model_dims = input_dims(info)
     for key in (info.name, sanitize(info.name)):  # the ONNX name or its Relay spelling
         if key in overrides:
-            check_dims(list(overrides[key]), f"--input-shape {key}")
-            return TensorType(tuple(int(d) for d in overrides[key]), dtype)
+            given = [int(d) for d in overrides[key]]
+            check_dims(given, f"--input-shape {key}")
+            _check_override(info, model_dims, given, key)
+            return TensorType(tuple(given), dtype)
     if not t.tensor_type.HasField("shape"):
         raise Unsupported(f"graph input '{info.name}' has no shape (not even a rank); give it with "
                           f"--input-shape {sanitize(info.name)}=D0,D1,...")
     return TensorType(tuple(Any() if d is None else d for d in model_dims), dtype)
+
+
+def _check_override(info: onnx.ValueInfoProto, model_dims: list[int | None], given: list[int], key: str) -> None:
+    """`--input-shape` sizes the model's symbolic axes; it cannot change the rank or a fixed size
+    (the model's nodes were written for them, and onnxruntime refuses such an input at run)."""
+    if not info.type.tensor_type.HasField("shape"):
+        return   # no rank in the model: the override gives it
+    if len(given) != len(model_dims):
+        raise Unsupported(f"--input-shape {key} gives {len(given)} dimension{'' if len(given) == 1 else 's'}, but graph input '{info.name}' "
+                          f"has rank {len(model_dims)}")
+    for axis, (fixed, size) in enumerate(zip(model_dims, given)):
+        if fixed is not None and fixed != size:
+            raise Unsupported(f"--input-shape {key} gives axis {axis} the size {size}, but graph input "
+                              f"'{info.name}' fixes it at {fixed}")
 
 
 def _symbolic_axes(info: onnx.ValueInfoProto, ty: TensorType) -> str | None:

@@ -7,8 +7,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-# The compiled runtime takes the thread count as a 32-bit integer.
-MAX_THREADS = 2**31 - 1
+from irtool.target import MAX_THREADS
 
 
 def int_range(what: str, low: int, high: int | None = None) -> Callable[[str], int]:

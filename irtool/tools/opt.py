@@ -210,6 +210,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _options(args: argparse.Namespace) -> OptOptions:
+    from irtool.passes.manager import check_pass_names
+    check_pass_names(args.print_ir_before, "--print-ir-before")   # a misspelt name is an error even
+    check_pass_names(args.print_ir_after, "--print-ir-after")     # when no pipeline runs
     passes: list[ModulePass] = []
     if args.pipeline:
         from irtool.passes.manager import parse_pipeline

@@ -146,9 +146,11 @@ def test_one_thread_is_the_serial_code_of_before() -> None:
     assert "pthread_create" in generate_module(parallelize_kernels(mod, 2), "m", TargetOptions(opt_level=0, threads=2)).ir
 
 
-def test_the_thread_count_must_be_positive() -> None:
-    with pytest.raises(DiagnosticError, match="at least 1, got 0"):
-        TargetOptions(threads=0)
+@pytest.mark.parametrize("threads", [0, -3, 2**31, 2**40])
+def test_the_thread_count_must_fit_the_runtimes_int32(threads: int) -> None:
+    """2**40 was once accepted by `irtool.build` and truncated to a 32-bit count in the runtime."""
+    with pytest.raises(DiagnosticError, match=f"the thread count must be from 1 to 2147483647, got {threads}"):
+        TargetOptions(threads=threads)
 
 
 RELAY = """#[version = "0.0.5"]

@@ -135,6 +135,19 @@ def test_symbolic_axes_stay_unknown_unless_sized() -> None:
         import_model(model, input_shapes={"1input": (5, 4), "nope": (1,)})
 
 
+@pytest.mark.parametrize("shape, message", [
+    ((5, 4, 1), "--input-shape v1input gives 3 dimensions, but graph input '1input' has rank 2"),
+    ((5,), "--input-shape v1input gives 1 dimension, but graph input '1input' has rank 2"),
+    ((5, 3), "--input-shape v1input gives axis 1 the size 3, but graph input '1input' fixes it at 4"),
+])
+def test_input_shape_sizes_symbolic_axes_only(shape: tuple[int, ...], message: str) -> None:
+    """A wrong rank was once accepted and imported into a module whose Gemm then failed to type."""
+    model, _ = mlp(input_dims=["N", 4])
+    with pytest.raises(DiagnosticError) as info:
+        import_model(model, input_shapes={"v1input": shape})
+    assert message in str(info.value)
+
+
 def test_converter_needing_a_symbolic_size_says_which_input() -> None:
     graph = helper.make_graph([N("Shape", ["x"], ["s"], name="sh")], "g",
                               [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", 3])],

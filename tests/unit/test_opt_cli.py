@@ -288,6 +288,17 @@ def test_pipeline_flags_run_in_command_line_order(capsys: pytest.CaptureFixture[
     assert "Before dead-code" in err and "After" not in err
 
 
+@pytest.mark.parametrize("flags", [[], ["-p", "inline"]])
+def test_a_misspelt_print_ir_pass_is_an_error_with_or_without_a_pipeline(
+        flags: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """`--print-ir-before=dead-cod` with no pipeline once printed the module and exited 0."""
+    sample = str(ROOT / "samples" / "inline.relay")
+    for flag in ("--print-ir-before", "--print-ir-after"):
+        status, out, err = run([sample, *flags, f"{flag}=dead-cod"], capsys)
+        assert status == 1 and out == "", err
+        assert f"{flag}: unknown pass `dead-cod`; did you mean `dead-code`?" in err
+
+
 def test_no_verify_skips_type_checking(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "ill_typed.relay"
     path.write_text(GOOD.replace("Tensor[(2, 3), float32]) -> Tensor[(2, 3), float32]",
