@@ -1,11 +1,16 @@
 """The machine code is generated for: triple, CPU, features, optimisation level, threads.
 
-Lowering reads it (the host's vector width picks register tiles) and codegen emits for it, so it
-sits below both. By default the host: its CPU name and features go both on the target machine
-and on every function (`"target-cpu"`/`"target-features"`), because with neither LLVM falls back
-to SSE2. On a CPU with AVX-512, `"prefer-vector-width"="512"` keeps LLVM from stopping at 256-bit
-vectors. llvmlite is imported inside the functions that ask LLVM about the host, so importing
-this module (and lowering) does not load LLVM.
+Lowering reads it (the target's vector width picks register tiles and weight layouts) and
+codegen emits for it, so it sits below both. By default the host: its CPU name and features go
+both on the target machine and on every function (`"target-cpu"`/`"target-features"`), because
+with neither LLVM falls back to SSE2. On a CPU with AVX-512, `"prefer-vector-width"="512"` keeps
+LLVM from stopping at 256-bit vectors. llvmlite is imported inside the functions that ask LLVM
+about the target, so importing this module (and lowering) does not load LLVM.
+
+The width is LLVM's answer, not a feature-string match: `--mcpu=skylake-avx512` implies AVX-512F
+without listing it, and `-avx512f` takes it away. Lowering runs inside `compiling_for(options)`
+(as TVM's `with target:`), so a cross-compiling `irtool-llc --mcpu=...` tiles for that CPU, not
+for the machine it runs on; outside one, the target is the host.
 
 Options other than the host's are checked when `TargetOptions` is made (`check_target`): LLVM
 only warns about an unknown CPU or feature, rejects a malformed feature list late, and aborts the
@@ -17,6 +22,9 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -83,14 +91,63 @@ class TargetOptions:
             cpu, features = self.cpu, self.features or ""
         return triple, cpu, features
 
+    def vector_bits(self) -> int:
+        """The widest float vector register the target has: 512, 256 or 128 (0 without one)."""
+        return _vector_bits(*self.resolved())
+
     def function_attributes(self) -> str:
         _, cpu, features = self.resolved()
         attrs = ["nounwind", f'"target-cpu"="{cpu}"']
         if features:
             attrs.append(f'"target-features"="{features}"')
-        if "+avx512f" in features.split(","):
+        if self.vector_bits() == 512:
             attrs.append('"prefer-vector-width"="512"')
         return " ".join(attrs)
+
+
+_TARGET: ContextVar[TargetOptions | None] = ContextVar("irtool_target", default=None)
+
+
+@contextmanager
+def compiling_for(options: TargetOptions) -> Iterator[None]:
+    """Within the block, `current_target()` is `options`: the schedules lowering picks and the
+    layouts `alter-layout` packs are for that target."""
+    token = _TARGET.set(options)
+    try:
+        yield
+    finally:
+        _TARGET.reset(token)
+
+
+def current_target() -> TargetOptions:
+    """The target being compiled for (`compiling_for`), else the host."""
+    return _TARGET.get() or TargetOptions()
+
+
+# A 16-lane float add, legal at any width ("min-legal-vector-width" lets LLVM use 512 bits where
+# the CPU has them); the registers its assembly names give the width.
+_WIDTH_PROBE = """define void @probe(ptr %p) #0 {
+  %v = load <16 x float>, ptr %p, align 4
+  %w = fadd <16 x float> %v, %v
+  store <16 x float> %w, ptr %p, align 4
+  ret void
+}
+attributes #0 = { nounwind "min-legal-vector-width"="512" "prefer-vector-width"="512" }
+"""
+
+
+@lru_cache(maxsize=None)
+def _vector_bits(triple: str, cpu: str, features: str) -> int:
+    import llvmlite.binding as llvm
+    initialize()
+    if not triple.startswith(("x86_64", "i386", "i686")):
+        return 128   # the register names below are x86's; other targets keep 4-lane tiles
+    machine = llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features)
+    asm = machine.emit_assembly(llvm.parse_assembly(_WIDTH_PROBE))
+    for bits, register in ((512, "%zmm"), (256, "%ymm"), (128, "%xmm")):
+        if register in asm:
+            return bits
+    return 0
 
 
 # Run in a child process: LLVM prints its CPU and feature lists for the CPU name `help` (once

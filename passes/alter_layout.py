@@ -2,7 +2,7 @@
 read, so that packing happens once at compile time instead of inside every kernel call.
 
 `nn.conv2d(x, w)` (NCHW data, OIHW float32 weight, each group's output channels a multiple of
-the host's vector lanes L) becomes
+the target's vector lanes L, see `irtool.target.compiling_for`) becomes
 `nn.conv2d(x, layout_transform(w, src_layout="OIHW", dst_layout="OIHW{L}o"), kernel_layout="OIHW{L}o")`:
 one vector load of the blocked weight gives L output channels. `nn.dense(x, w)` becomes
 `nn.dense(x, layout_transform(w, "NK", "NK{NR}n"), weight_layout="NK{NR}n")` (panels of the
@@ -30,7 +30,7 @@ from irtool.ir.expr import Call, Constant, Expr, Op, Var
 from irtool.ir.module import IRModule
 from irtool.ir.types import TensorType
 from irtool.ir.visitor import ExprMutator, post_order
-from irtool.lower.schedules import host_register_tile
+from irtool.lower.schedules import register_tile
 from irtool.lower.schedules.dense import weight_layout_for
 from irtool.lower.schedules.tile import RegisterTile
 from irtool.ops.apply import op_call
@@ -138,11 +138,11 @@ class AlterLayoutPass(ModulePass):
     name = "alter-layout"
     description = "pack conv2d/dense weights into the blocked layouts their register tiles read (OIHW8o, NK16n)"
 
-    lanes: int = 0   # vector lanes of the blocking; 0: the host's
+    lanes: int = 0   # vector lanes of the blocking; 0: the target's (the host's outside a build)
 
     def apply(self, mod: IRModule) -> IRModule:
         infer_types(mod)
-        host = host_register_tile()
+        host = register_tile()
         tile = RegisterTile(self.lanes, host.rows) if self.lanes else host
         out = mod.copy()
         for name, func in mod.relay_functions():

@@ -17,7 +17,7 @@ from irtool.core.diagnostics import DiagnosticError
 from irtool.ir.module import IRModule
 from irtool.ir.tir import PrimFunc
 from irtool.lower.module import is_lowered
-from irtool.target import TargetOptions
+from irtool.target import TargetOptions, compiling_for
 from irtool.tir_transform.parallel import parallelize
 
 DEFAULT_PIPELINE = "simplify-inference,alter-layout,fuse-ops,lower"
@@ -77,5 +77,7 @@ def parallelize_kernels(mod: IRModule, threads: int) -> IRModule:
 
 def prepare(mod: IRModule, options: TargetOptions, pipeline: str | None = DEFAULT_PIPELINE) -> IRModule:
     """What code generation takes: `mod` lowered (by `pipeline` when it is not), planned, and
-    with the TIR passes `options` ask for applied."""
-    return parallelize_kernels(plan_if_missing(ensure_lowered(mod, pipeline)), options.threads)
+    with the TIR passes `options` ask for applied. Lowering tiles for `options`' CPU."""
+    with compiling_for(options):
+        lowered = ensure_lowered(mod, pipeline)
+    return parallelize_kernels(plan_if_missing(lowered), options.threads)

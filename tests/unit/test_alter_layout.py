@@ -93,7 +93,7 @@ def test_native_dense_reads_packed_panels() -> None:
     is a multiple of every host's panel width (NR = 2 vectors: 8 for SSE, 16 for AVX2, 32 for
     AVX-512), so the weight is packed whatever the vector width; the layout is the host tile's."""
     import irtool
-    from irtool.lower.schedules import host_register_tile
+    from irtool.lower.schedules import register_tile
     from irtool.lower.schedules.dense import panel_layout
     from irtool.passes.bind_params import bind_params
     src = """#[version = "0.0.5"]
@@ -104,7 +104,7 @@ def @main(%x: Tensor[(13, 40), float32], %w: Tensor[(96, 40), float32]) {
     x, w = rng.standard_normal((13, 40)).astype(np.float32), rng.standard_normal((96, 40)).astype(np.float32)
     mod = parse_module(src)
     mod.functions["main"] = bind_params(mod["main"], {"w": w})
-    tile = host_register_tile()
+    tile = register_tile()
     assert _calls(run(mod, "alter-layout"), "nn.dense")[0].attrs.get("weight_layout") == panel_layout(tile)
     # Pinned vector widths: the panels follow the lanes, not the host.
     for lanes, layout in ((8, "NK16n"), (16, "NK32n")):

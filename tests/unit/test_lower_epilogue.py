@@ -15,7 +15,7 @@ import irtool
 from irtool.codegen.compile import compile_module
 from irtool.driver import prepare
 from irtool.target import TargetOptions
-from irtool.lower.schedules import host_register_tile
+from irtool.lower.schedules import register_tile
 from irtool.syntax.parser import parse_module
 
 # Without alter-layout, so the weights stay parameters in their plain layouts.
@@ -72,7 +72,7 @@ def @main(%x: Tensor[({m}, {k}), float32], %w: Tensor[({n}, {k}), float32], %b: 
 def test_dense_epilogue_operands_are_vector_loads_in_the_generated_llvm() -> None:
     """Bias and residual along the tile's columns: `load <L x float>` from their parameters
     (contiguous), never one scalar load per lane; the kernel has no scratch for the result."""
-    lanes = host_register_tile().lanes
+    lanes = register_tile().lanes
     m, k, n = 12, 32, 4 * lanes
     src = f"""#[version = "0.0.5"]
 def @main(%x: Tensor[({m}, {k}), float32], %w: Tensor[({n}, {k}), float32], %b: Tensor[({n}), float32],

@@ -32,7 +32,7 @@ from irtool.lower.schedules import (
     RegisterTile,
     conv2d_nchw_tiled,
     dense_tiled,
-    host_register_tile,
+    register_tile,
 )
 from irtool.lower.schedules.dense import panel_layout, weight_layout_for
 from irtool.lower.te import Builder, Placeholder
@@ -221,7 +221,7 @@ def test_native_tiled_dense_with_epilogue() -> None:
 
 
 def test_host_tile_fits_the_register_file() -> None:
-    tile = host_register_tile()
+    tile = register_tile()
     accumulators = tile.rows * tile.vectors
     # operands need vectors + 1 registers besides the accumulators: 16 (AVX2) or 32 (AVX-512)
     assert accumulators + tile.vectors + 1 <= (32 if tile.lanes == 16 else 16)

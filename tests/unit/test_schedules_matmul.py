@@ -21,7 +21,7 @@ import irtool
 from irtool.eval.tir_interp import run_primfunc
 from irtool.ir.tir import Allocate, Buffer, Call, PrimFunc, children
 from irtool.lower.module import lower_module
-from irtool.lower.schedules import RegisterTile, host_register_tile
+from irtool.lower.schedules import RegisterTile, register_tile
 from irtool.lower.schedules.conv_channels import conv2d_channels_tiled
 from irtool.lower.schedules.matmul import matmul_tiled
 from irtool.lower.te import Builder, Placeholder
@@ -157,7 +157,7 @@ def test_integer_dense_multiplies_at_the_target_vector_width(tmp_path, cpu: str,
     assert main([str(source), "--emit=asm", "--mtriple=x86_64-unknown-linux-gnu", f"--mcpu={cpu}",
                  "-o", str(asm)]) == 0
     registers = set(re.findall(r"vpmulld\s+[^\n]*%([xyz])mm\d+\s*$", asm.read_text(), re.M))
-    expected = min(widest, host_register_tile().lanes * 32)
+    expected = min(widest, register_tile().lanes * 32)
     assert registers == {{128: "x", 256: "y", 512: "z"}[expected]}
 
 

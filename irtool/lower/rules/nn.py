@@ -17,7 +17,7 @@ from irtool.ir.types import TensorType, Type
 from irtool.lower.errors import LoweringError
 from irtool.lower.rules._rule import Attrs, dot_dtype, out_tensor_type, rule, shape_of, sum_dtype
 from irtool.lower.rules.reduce import mean_of
-from irtool.lower.schedules import conv2d_schedule, dense_tiled, host_register_tile
+from irtool.lower.schedules import conv2d_schedule, dense_tiled, register_tile
 from irtool.lower.schedules.layout import in_blocked
 from irtool.lower.schedules.matmul import matmul_tiled
 from irtool.lower.schedules.pad import pad_nchw
@@ -105,7 +105,7 @@ def _pad_stage(x: Tensor, layout: Layout, pads: tuple[int, int, int, int],
     top, left, bottom, right = pads
     n, c, h, w = nchw
     if layout == "NCHW" and x.dtype == "float32":
-        return pad_nchw(x, pads, host_register_tile().lanes)
+        return pad_nchw(x, pads, register_tile().lanes)
 
     def f(ctx: Element, idx: Idx) -> PrimExpr:
         b, ch, y, xx = idx
@@ -284,7 +284,7 @@ def _pool(name: str, is_max: bool) -> None:
         oh, ow = (shape_of(out)[ol.index(a)] for a in "HW")
         if is_max and layout == "NCHW" and dt == "float32" and (top or left or bottom or right):
             # Padding as a stage of -inf rows/columns: the window loop then needs no bounds checks.
-            x = pad_nchw(x, (top, left, bottom, right), host_register_tile().lanes, -np.inf)
+            x = pad_nchw(x, (top, left, bottom, right), register_tile().lanes, -np.inf)
             h, w, top, left, bottom, right = h + top + bottom, w + left + right, 0, 0, 0, 0
         # (lowest, highest) window position along each axis, relative to the unpadded data.
         ext_h = (-top, (oh - 1) * sh + (kh - 1) * dh - top)

@@ -4,7 +4,7 @@
 from irtool.lower.schedules.conv import conv2d_nchw_tiled, conv2d_schedule
 from irtool.lower.schedules.conv_channels import conv2d_channels_tiled
 from irtool.lower.schedules.dense import dense_tiled
-from irtool.lower.schedules.tile import RegisterTile, host_register_tile
+from irtool.lower.schedules.tile import RegisterTile, register_tile
 
 __all__ = ["RegisterTile", "conv2d_channels_tiled", "conv2d_nchw_tiled", "conv2d_schedule", "dense_tiled",
-           "host_register_tile"]
+           "register_tile"]

@@ -9,7 +9,7 @@ from irtool.lower.schedules.tile import (
     RegisterTile,
     Store,
     blocks,
-    host_register_tile,
+    register_tile,
     register_tiles,
     vec,
 )
@@ -27,7 +27,7 @@ def conv2d_nchw_tiled(data: Tensor, w: Tensor, dtype: str, out_shape: tuple[int,
     ic, kh, kw = w.shape[1:]
     if min(out_shape) == 0 or data.shape[1] != ic:
         return None
-    shape = tile or host_register_tile()
+    shape = tile or register_tile()
     sh, (dh, dw) = strides[0], dilation
     nr = shape.lanes * shape.vectors
 
@@ -50,14 +50,14 @@ def conv2d_schedule(data: Tensor, w: Tensor, kernel_layout: str, kernel: tuple[i
                     out_shape: tuple[int, ...], strides: tuple[int, int], dilation: tuple[int, int],
                     groups: int) -> Scheduled | None:
     """The register-tiled schedule for an NCHW conv over padded `data`, chosen from the shapes
-    and the host's vector width; None when none applies (the rule's scalar nest is used then).
+    and the target's vector width; None when none applies (the rule's scalar nest is used then).
 
     Depthwise convs vectorize along the output row. Otherwise output channels are the vector
     axis (no lane wasted on 7- or 14-wide maps, any stride, groups), unless a group has fewer
     channels than a vector and the column-vector tile applies (ungrouped, unit column stride).
     The channel tile is rows x 2 vectors with rows = 12 / 2 accumulators for 16 registers (8 x 2
     with 32): 3 x 4 and 4 x 3 measured 2-3x slower here, 12 x 1 1.7x slower (znver3, AVX2)."""
-    host = host_register_tile()
+    host = register_tile()
     o_ext, c_ext = out_shape[1], data.shape[1]
     if groups == o_ext == c_ext:
         return conv2d_depthwise(data, w, kernel_layout, kernel, dtype, out_shape, strides, dilation, host.lanes)

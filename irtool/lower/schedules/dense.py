@@ -21,7 +21,7 @@ from irtool.lower.schedules.tile import (
     Store,
     blocks,
     chunks,
-    host_register_tile,
+    register_tile,
     register_tiles,
     shifted,
     splat,
@@ -34,7 +34,7 @@ from irtool.lower.te import INDEX, Builder, Idx, Scheduled, Tensor, add, const, 
 def panel_layout(tile: RegisterTile | None = None) -> str:
     """The packed weight layout the tile reads directly: panels of NR = lanes x vectors rows of
     W, k-major inside a panel (`NK16n` is W as (N/16, K, 16))."""
-    shape = tile or host_register_tile()
+    shape = tile or register_tile()
     return f"NK{shape.lanes * shape.vectors}n"
 
 
@@ -43,7 +43,7 @@ def weight_layout_for(rows: int, tile: RegisterTile | None = None) -> str:
     matrix product; "NK" (W as given) for fewer rows than the tile's, whose weight rows are
     streamed once straight from W (`dot_tiles`: measured 1.3x faster than from packed panels
     on a 1 x 9216 . 4096 x 9216 FC layer)."""
-    shape = tile or host_register_tile()
+    shape = tile or register_tile()
     return "NK" if rows < shape.rows else panel_layout(shape)
 
 
@@ -63,7 +63,7 @@ def dense_tiled(x: Tensor, w: Tensor, dtype: str, tile: RegisterTile | None = No
     (`dot_tiles`), since packing would cost more traffic than the product itself."""
     if not (dtype == "float32" and x.dtype == w.dtype == dtype and x.ndim == 2):
         return None
-    shape = tile or host_register_tile()
+    shape = tile or register_tile()
     nr = shape.lanes * shape.vectors
     prepacked = weight_layout != "NK"
     if prepacked and (weight_layout != panel_layout(shape) or w.shape[1:] != (x.shape[1], nr)):

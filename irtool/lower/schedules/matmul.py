@@ -9,7 +9,7 @@ column tile just before its row tiles, as `dense_tiled` packs W, whenever severa
 read it or B is transposed; straight from B's rows otherwise (one row tile: attention's decode
 step, widened on load: int8 lanes become int32 lanes). On a 12 x 128x768 · 768x3072 batch the
 panels ran at 45 GFLOP/s against 30 reading B's rows (AVX-512 host). Integer accumulators use
-the host's float32 lane count (32-bit lanes: 8 with AVX2, 16 with AVX-512).
+the target's float32 lane count (32-bit lanes: 8 with AVX2, 16 with AVX-512).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from irtool.lower.schedules.tile import (
     RegisterTile,
     Store,
     blocks,
-    host_register_tile,
+    register_tile,
     register_tiles,
     shifted,
     tile_loop,
@@ -43,7 +43,7 @@ def matmul_tiled(a: Tensor, b: Tensor, dtype: str, out_shape: tuple[int, ...], t
     if k_ext == 0:
         return None
     m_ext, n_ext = out_shape[-2:]
-    shape = tile or host_register_tile()
+    shape = tile or register_tile()
     nr = shape.lanes * shape.vectors
     split = max(1, shape.rows // m_ext)
 

@@ -3,7 +3,7 @@
 LLVM does not find a register tile in a scalar loop nest (20-25 % of peak at best, measured
 with the unscheduled lowering), so the tile is written out here: an MR x NR block of the output lives in a `local`
 accumulator indexed only by constants (SROA turns it into MR * NR/L vector registers of L lanes,
-L the host's float32 vector width), carried through the whole reduction loop; each reduction
+L the target's float32 vector width), carried through the whole reduction loop; each reduction
 step is NR/L contiguous vector loads and MR broadcasts feeding MR * NR/L `fma` calls. Output
 edges are tiles of their own (fewer rows, shorter or scalar vectors), so no tile reads or writes
 out of bounds and no branch is needed.
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
-from irtool.target import TargetOptions
+from irtool.target import current_target
 from irtool.ir.tir import (
     Allocate,
     BinaryOp,
@@ -55,18 +55,21 @@ class RegisterTile:
     vectors: int = 2
 
 
+def register_tile() -> RegisterTile:
+    """The tile for the vector registers of the target being compiled for (`current_target`:
+    the host unless a build or `irtool-llc --mcpu` says otherwise)."""
+    return tile_for_width(current_target().vector_bits())
+
+
 @cache
-def host_register_tile() -> RegisterTile:
-    """The tile for the host's vector registers (lowering has no target option yet; code is
-    generated for the host by default). 32 zmm registers hold 8 x 2 accumulators with room
-    for the operands; 16 ymm/xmm registers hold 6 x 2: 12 accumulators, 2 weight vectors and a
-    broadcast. On znver3 (AVX2) 6 x 2 reached OpenBLAS on a 512^3 dense; 4 x 3, 5 x 2 and 4 x 2
-    were 2-5 % slower (best of 60 runs) and 3 x 4 (17 live vectors) spills, at half the speed."""
-    _, _, features = TargetOptions().resolved()
-    flags = set(features.split(","))
-    if "+avx512f" in flags:
+def tile_for_width(bits: int) -> RegisterTile:
+    """32 zmm registers hold 8 x 2 accumulators with room for the operands; 16 ymm/xmm registers
+    hold 6 x 2: 12 accumulators, 2 weight vectors and a broadcast. On znver3 (AVX2) 6 x 2 reached
+    OpenBLAS on a 512^3 dense; 4 x 3, 5 x 2 and 4 x 2 were 2-5 % slower (best of 60 runs) and
+    3 x 4 (17 live vectors) spills, at half the speed."""
+    if bits >= 512:
         return RegisterTile(16, 8)
-    return RegisterTile(8 if "+avx" in flags else 4, 6)
+    return RegisterTile(8 if bits == 256 else 4, 6)
 
 
 def blocks(extent: int, tile: int) -> list[Block]:
