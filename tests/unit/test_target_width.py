@@ -68,3 +68,16 @@ def test_irtool_llc_tiles_for_its_mcpu(tmp_path: Path, cpu: str, lanes: int) -> 
     widths = {int(n) for n in re.findall(r"@llvm\.fma\.v(\d+)f32", ir)}
     assert max(widths) == lanes, (cpu, sorted(widths))   # the tile's full vectors
     assert f'"target-cpu"="{cpu}"' in ir
+
+
+@pytest.mark.parametrize("cpu, widest", [("znver3", "ymm"), ("haswell", "ymm"), ("sapphirerapids", "zmm"),
+                                         ("skylake-avx512", "zmm"), ("x86-64", "xmm")])
+def test_the_assembly_uses_the_cpus_widest_registers(tmp_path: Path, cpu: str, widest: str) -> None:
+    source = tmp_path / "dense.relay"
+    source.write_text(DENSE)
+    out = tmp_path / "dense.s"
+    assert main([str(source), "--emit=asm", f"--mtriple={TRIPLE}", f"--mcpu={cpu}", "-o", str(out)]) == 0
+    asm = out.read_text()
+    used = [r for r in ("zmm", "ymm", "xmm") if re.search(rf"%{r}\d", asm)]
+    assert used[0] == widest, (cpu, used)
+    assert re.search(r"\bvfmadd\w*ps\b", asm) or cpu == "x86-64"   # FMA where the CPU has it
