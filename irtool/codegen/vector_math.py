@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from irtool.codegen.types import constant
+from irtool.codegen.types import constant, intrinsic_suffix, value_type
 from irtool.ir.tir import with_lanes
 
 _LOG2E = 1.4426950408889634
@@ -47,21 +47,26 @@ class Float32Math:
     def __init__(self, emit: Callable[[str], str], declare: Callable[[str, str], str], lanes: int) -> None:
         self.emit = emit
         self.declare = declare
-        self.lanes = lanes
-        self.fty = "float" if lanes == 1 else f"<{lanes} x float>"
-        self.ity = "i32" if lanes == 1 else f"<{lanes} x i32>"
-        self.bty = "i1" if lanes == 1 else f"<{lanes} x i1>"
+        self.float_dtype = with_lanes("float32", lanes)
+        self.int_dtype = with_lanes("int32", lanes)
+        self.fty = value_type(self.float_dtype)
+        self.ity = value_type(self.int_dtype)
+        self.bty = value_type(with_lanes("bool", lanes))
 
     def f(self, value: float) -> str:
-        return constant(with_lanes("float32", self.lanes), value)
+        return constant(self.float_dtype, value)
 
     def i(self, value: int) -> str:
-        return constant(with_lanes("int32", self.lanes), value)
+        return constant(self.int_dtype, value)
+
+    def call(self, base: str, *args: str) -> str:
+        """An overloaded float LLVM intrinsic (`llvm.fma.v16f32`)."""
+        name = f"llvm.{base}.{intrinsic_suffix(self.float_dtype)}"
+        self.declare(name, f"declare {self.fty} @{name}({', '.join([self.fty] * len(args))})")
+        return self.emit(f"call {self.fty} @{name}({', '.join(f'{self.fty} {a}' for a in args)})")
 
     def fma(self, a: str, b: str, c: str) -> str:
-        name = "llvm.fma.f32" if self.lanes == 1 else f"llvm.fma.v{self.lanes}f32"
-        self.declare(name, f"declare {self.fty} @{name}({self.fty}, {self.fty}, {self.fty})")
-        return self.emit(f"call {self.fty} @{name}({self.fty} {a}, {self.fty} {b}, {self.fty} {c})")
+        return self.call("fma", a, b, c)
 
     def binary(self, op: str, a: str, b: str) -> str:
         return self.emit(f"{op} {self.fty} {a}, {b}")
@@ -99,9 +104,7 @@ class Float32Math:
         return self.binary("fmul", self.binary("fmul", p, self.power_of_two(half)), self.power_of_two(rest))
 
     def tanh(self, x: str) -> str:
-        name = "llvm.fabs.f32" if self.lanes == 1 else f"llvm.fabs.v{self.lanes}f32"
-        self.declare(name, f"declare {self.fty} @{name}({self.fty})")
-        ax = self.emit(f"call {self.fty} @{name}({self.fty} {x})")
+        ax = self.call("fabs", x)
         s = self.binary("fmul", ax, ax)
         small = self.fma(self.binary("fmul", s, ax), self.horner(_TANH_P, s), ax)
         e = self.exp(self.binary("fadd", ax, ax))
