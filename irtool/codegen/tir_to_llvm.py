@@ -27,6 +27,7 @@ from irtool.ir.tir import (Allocate, AssertStmt, BinaryOp, Broadcast, Buffer, Bu
                            lanes_of, with_lanes)
 from irtool.codegen.types import (constant, element_bytes, intrinsic_suffix, is_unsigned, memory_type,
                                   scalar_type, value_type)
+from irtool.codegen.vector_math import Float32Math
 from irtool.codegen.parallel import body_of, emit_parallel_loop, loop_bound
 from irtool.core.diagnostics import DiagnosticError
 from irtool.tir_transform.vectorize import vectorize_loop
@@ -45,6 +46,8 @@ _LLVM_INTRINSICS = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", 
                     "tanh": "tanh", "fabs": "fabs", "floor": "floor", "ceil": "ceil", "round": "nearbyint",
                     "trunc": "trunc", "sin": "sin", "cos": "cos", "tan": "tan", "asin": "asin", "acos": "acos",
                     "atan": "atan", "sinh": "sinh", "cosh": "cosh", "pow": "pow", "fma": "fma"}
+# float32 math emitted inline (`irtool.codegen.vector_math`): libm would be called lane by lane.
+_INLINE_FLOAT32 = ("exp", "tanh")
 # Math intrinsics LLVM has no intrinsic for: libm calls, lane by lane.
 _LIBM = ("erf", "asinh", "acosh", "atanh")
 _FCMP = {"eq": "oeq", "ne": "une", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge"}
@@ -683,6 +686,8 @@ class FunctionEmitter:
         ty = value_type(dtype)
         fmf = self.ctx.fmf
         name = node.name
+        if name in _INLINE_FLOAT32 and scalar_type(dtype) in ("float", "half", "bfloat"):
+            return self.inline_float32(name, dtype, args[0])
         if name in _LLVM_INTRINSICS:
             full = f"llvm.{_LLVM_INTRINSICS[name]}.{intrinsic_suffix(dtype)}"
             self.ctx.declare(full, f"declare {ty} @{full}({', '.join([ty] * len(args))})")
@@ -700,6 +705,18 @@ class FunctionEmitter:
         if name in _LIBM:
             return self.libm(name, dtype, args[0])
         raise self.fail(f"unsupported intrinsic `{name}`", node)
+
+    def inline_float32(self, name: str, dtype: str, value: str) -> str:
+        """`exp`/`tanh` from `vector_math` (half and bfloat through float, as libm would be)."""
+        lanes = lanes_of(dtype)
+        wide = with_lanes("float32", lanes)
+        narrow = element_of(dtype) != "float32"
+        if narrow:
+            value = self.emit(f"fpext {value_type(dtype)} {value} to {value_type(wide)}")
+        result = getattr(Float32Math(self.emit, self.ctx.declare, lanes), name)(value)
+        if narrow:
+            result = self.emit(f"fptrunc {value_type(wide)} {result} to {value_type(dtype)}")
+        return result
 
     def libm(self, base: str, dtype: str, value: str) -> str:
         """A one-argument libm function lane by lane (half/bfloat via float)."""

@@ -95,7 +95,7 @@ def _gelu_erf(b: Builder, x: Value) -> Value:
 @_in_float32
 def _gelu(b: Builder, node: Node) -> list[Value | None]:
     """approximate="tanh": x/2·(1 + tanh(√(2/π)·(x + 0.044715·x³))), computed as the equal
-    x·sigmoid(2√(2/π)·(x + 0.044715·x³)) (sigmoid is an exp, tanh a libm call per element)."""
+    x·sigmoid(2√(2/π)·(x + 0.044715·x³)) (one exp, no tanh branch; both are inline code natively)."""
     x = required(node, 0, "X")
     approximate = str(node.attr("approximate", "none"))
     if approximate == "none":
