@@ -55,6 +55,15 @@ _ICMP_SIGNED = {"eq": "eq", "ne": "ne", "lt": "slt", "le": "sle", "gt": "sgt", "
 _ICMP_UNSIGNED = {"eq": "eq", "ne": "ne", "lt": "ult", "le": "ule", "gt": "ugt", "ge": "uge"}
 
 
+def _small_integer_exponent(e: PrimExpr) -> int | None:
+    """2 or 3 when the float exponent `e` is that constant (or it broadcast), else None."""
+    if isinstance(e, Broadcast):
+        e = e.value
+    if isinstance(e, FloatImm) and e.value in (2.0, 3.0):
+        return int(e.value)
+    return None
+
+
 @dataclass
 class ModuleContext:
     """What the functions of one LLVM module share: declarations (each declared once), loop
@@ -688,6 +697,12 @@ class FunctionEmitter:
         name = node.name
         if name in _INLINE_FLOAT32 and scalar_type(dtype) in ("float", "half", "bfloat"):
             return self.inline_float32(name, dtype, args[0])
+        if name == "pow" and (n := _small_integer_exponent(node.args[1])) is not None:
+            # pow(x, 3) is a libm call per lane unless fast-math lets LLVM rewrite it (GPT-2's GELU
+            # writes Pow(x, 3)); x*x is the correctly rounded square, x*x*x within 1 ulp of the
+            # exact cube, with the same infinities, NaNs and signed zeros.
+            square = self.emit(f"fmul {fmf}{ty} {args[0]}, {args[0]}")
+            return square if n == 2 else self.emit(f"fmul {fmf}{ty} {square}, {args[0]}")
         if name in _LLVM_INTRINSICS:
             full = f"llvm.{_LLVM_INTRINSICS[name]}.{intrinsic_suffix(dtype)}"
             self.ctx.declare(full, f"declare {ty} @{full}({', '.join([ty] * len(args))})")

@@ -14,6 +14,7 @@ from irtool.codegen import TargetOptions, compile_module
 from irtool.codegen.compile import emit_asm, emit_llvm
 from irtool.driver import prepare
 from irtool.syntax.parser import parse
+from support.ulps import ulps
 
 SMALLEST_NORMAL = np.finfo(np.float32).tiny
 
@@ -25,14 +26,6 @@ def module(op: str, shape: str, dtype: str = "float32"):  # noqa: ANN201
 def reference(op: str, x: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
         return getattr(np, op)(x.astype(np.float64)).astype(np.float32)
-
-
-def ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
-    """Distance in representable float32 values (across zero and the subnormals too)."""
-    def ordered(v: np.ndarray) -> np.ndarray:
-        bits = v.view(np.int32).astype(np.int64)
-        return np.where(bits < 0, -(bits & 0x7FFFFFFF), bits)
-    return np.abs(ordered(got) - ordered(want))
 
 
 def sweep(low: float, high: float) -> np.ndarray:
