@@ -14,31 +14,13 @@ from irtool.ir.expr import (Call, Constant, Expr, Function, GlobalVar, If, Let, 
                             RefWrite, Tuple, TupleGetItem, Var)
 from irtool.ir.module import IRModule
 from irtool.ir.tir import PrimFunc
-from irtool.ir.types import FuncType, IncompleteType, RefType, TupleType, Type, TypeCall, TypeVar
+from irtool.ir.types import IncompleteType, Type, TypeVar, type_parts
 from irtool.passes.substitution import value_first_order
-
-
-def _type_parts(t: Type) -> list[Type]:
-    """`t` and every type nested in it (iteratively)."""
-    out: list[Type] = []
-    stack = [t]
-    while stack:
-        t = stack.pop()
-        out.append(t)
-        if isinstance(t, TupleType):
-            stack.extend(t.fields)
-        elif isinstance(t, FuncType):
-            stack.extend((*t.arg_types, t.ret_type))
-        elif isinstance(t, TypeCall):
-            stack.extend(t.args)
-        elif isinstance(t, RefType):
-            stack.append(t.value)
-    return out
 
 
 def is_complete(t: Type | None) -> bool:
     """Whether an annotation fixes a type entirely (no `_` hole; type variables are rigid)."""
-    return t is not None and not any(isinstance(p, IncompleteType) for p in _type_parts(t))
+    return t is not None and t.complete
 
 
 def annotation_matters(var: Var) -> bool:
@@ -80,7 +62,7 @@ class SelfTyped:
             if isinstance(node.op, Op):
                 return all(known(a) for a in node.args)
             if isinstance(node.op, Constructor):
-                mentioned = {p for t in node.op.inputs for p in _type_parts(t) if isinstance(p, TypeVar)}
+                mentioned = {p for t in node.op.inputs for p in type_parts(t) if isinstance(p, TypeVar)}
                 return self.adt_params(node.op) <= mentioned and all(known(a) for a in node.args)
             return known(node.op)
         if isinstance(node, Tuple):

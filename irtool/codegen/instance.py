@@ -27,7 +27,7 @@ from irtool.ir.expr import (Call, Constant, Expr, Function, GlobalVar, If, Let, 
                             RefWrite, Tuple, TupleGetItem, Var)
 from irtool.ir.signature import num_outputs
 from irtool.ir.tir import PrimFunc
-from irtool.ir.types import FuncType, RefType, TensorType, TupleType, Type, TypeCall, TypeVar, type_to_text
+from irtool.ir.types import FuncType, RefType, TensorType, TupleType, Type, TypeCall, TypeVar, type_parts, type_to_text
 from irtool.ir.visitor import free_vars
 
 if TYPE_CHECKING:
@@ -89,20 +89,7 @@ class Instance:
 
 
 def has_type_vars(t: Type) -> bool:
-    stack = [t]
-    while stack:
-        cur = stack.pop()
-        if isinstance(cur, TypeVar):
-            return True
-        if isinstance(cur, TupleType):
-            stack.extend(cur.fields)
-        elif isinstance(cur, FuncType):
-            stack.extend((*cur.arg_types, cur.ret_type))
-        elif isinstance(cur, TypeCall):
-            stack.extend(cur.args)
-        elif isinstance(cur, RefType):
-            stack.append(cur.value)
-    return False
+    return any(isinstance(p, TypeVar) for p in type_parts(t))
 
 
 Task = Callable[[], None]

@@ -192,6 +192,21 @@ class IncompleteType(Type):
         return hash("IncompleteType")
 
 
+def type_parts(t: Type) -> Iterator[Type]:
+    """`t` and every type nested in it, each shared part once (types are DAGs: a doubling chain
+    of tuples has 2^n leaves written out but n + 1 distinct nodes); iterative."""
+    seen: set[int] = set()
+    stack = [t]
+    while stack:
+        cur = stack.pop()
+        if id(cur) in seen:
+            continue
+        seen.add(id(cur))
+        yield cur
+        if isinstance(cur, CompoundType):
+            stack.extend(cur.parts())
+
+
 def _hash_dag(root: CompoundType) -> int:
     """Hash `root` and every compound part not hashed yet, children first, without recursion."""
     stack: list[CompoundType] = [root]

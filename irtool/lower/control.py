@@ -13,7 +13,7 @@ from __future__ import annotations
 from irtool.ir.adt import Clause, Constructor
 from irtool.ir.expr import (Call, Constant, Expr, Function, GlobalVar, If, Let, Match, Op, RefCreate, RefRead,
                             RefWrite, Tuple, TupleGetItem, Var)
-from irtool.ir.types import TensorType, TupleType
+from irtool.ir.types import TensorType, TupleType, type_parts
 from irtool.ir.visitor import post_order
 from irtool.lower.module import ModuleLowering, _typed
 from irtool.lower.primitive import type_of
@@ -22,13 +22,8 @@ from irtool.lower.primitive import type_of
 def needs_control_lowering(fn: Function) -> bool:
     """Whether `fn` has anything the dataflow lowering does not take: control flow, closures,
     references, constructors, calls of globals or of closures, parameters that are not tensors."""
-    stack = [type_of(p) for p in fn.params]
-    while stack:
-        t = stack.pop()
-        if isinstance(t, TupleType):
-            stack.extend(t.fields)
-        elif not isinstance(t, TensorType):
-            return True
+    if any(not isinstance(part, (TensorType, TupleType)) for p in fn.params for part in type_parts(type_of(p))):
+        return True
     nodes = post_order(fn.body, _children)
     # A literal without operators called in place (fuse-ops wraps tuple plumbing so) is dataflow.
     plumbing = {id(n.op) for n in nodes if isinstance(n, Call) and isinstance(n.op, Function)

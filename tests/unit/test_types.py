@@ -105,3 +105,15 @@ def test_dtypes_irtool_supports(name: str, canonical: str) -> None:
 ])
 def test_names_that_are_not_dtypes(name: str) -> None:
     assert parse_dtype(name) is None
+
+
+def test_type_parts_visits_each_shared_part_once() -> None:
+    """A doubling chain of depth 60 has 2^60 leaves written out: the walk sees its 61 nodes."""
+    from irtool.ir.types import TupleType, TypeVar, type_parts
+    t: object = TypeVar("a")
+    chain = [t]
+    for _ in range(60):
+        t = TupleType((t, t))
+        chain.append(t)
+    parts = list(type_parts(t))  # type: ignore[arg-type]
+    assert len(parts) == 61 and {id(p) for p in parts} == {id(c) for c in chain}
