@@ -12,13 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from support.adversarial import assert_clean_failure, run_tool
-
-
-def write(tmp_path: Path, name: str, text: str) -> Path:
-    path = tmp_path / name
-    path.write_text(text)
-    return path
+from support.adversarial import assert_clean_failure, run_tool, write
 
 
 # ---- attribute-driven ranks are checked before anything is built ---------------------------

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from support.adversarial import assert_clean_failure, assert_no_crash, run_tool
+from support.adversarial import assert_clean_failure, assert_no_crash, run_tool, write
 
 SIMPLE_MATCH = """#[version = "0.0.5"]
 type List[A] {
@@ -50,12 +50,6 @@ def @main(%x: Tensor[(1, 32), float32], %w1: Tensor[(16, 32), float32], %w2: Ten
   nn.softmax(%2)
 }
 """
-
-
-def write(tmp_path: Path, name: str, text: str) -> Path:
-    path = tmp_path / name
-    path.write_text(text)
-    return path
 
 
 def opt_and_reverify(tmp_path: Path, src: Path, pipeline: str) -> str:

@@ -13,13 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from support.adversarial import assert_clean_failure, assert_no_crash, run_tool
-
-
-def write(tmp_path: Path, name: str, text: str) -> Path:
-    path = tmp_path / name
-    path.write_text(text)
-    return path
+from support.adversarial import assert_clean_failure, assert_no_crash, run_tool, write
 
 
 def doubling_chain(n: int) -> str:

@@ -26,6 +26,13 @@ TOOLS = {
 LOCATED = re.compile(r"^\S+?(:\d+:\d+)?: error: \S", re.M)
 
 
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    """`text` as the file `name` in `tmp_path` (the input a case hands a tool)."""
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
 def run_tool(tool: str, *args: str | Path, cwd: Path, stdin: str | bytes | None = None,
              timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
     """Run `tool` in a subprocess started in `cwd` (outside the checkout, so the installed

@@ -56,6 +56,18 @@ def check_node_case(case: Any, native: bool = False) -> None:
         assert_outputs(run_irtool(case.model, inputs, native), outputs, case.rtol, case.atol)
 
 
+def node_case_failures(cases: dict[str, Any], names: Sequence[str]) -> list[str]:
+    """One line per named case the interpreter does not reproduce; every case runs, so one
+    failure does not hide the others."""
+    failures = []
+    for name in names:
+        try:
+            check_node_case(cases[name])
+        except AssertionError as exc:
+            failures.append(f"{name}: {str(exc)[:200]}")
+    return failures
+
+
 def onnxruntime_outputs(model: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     from irtool.frontend.onnx_zoo import onnxruntime_session
     session = onnxruntime_session(model)
