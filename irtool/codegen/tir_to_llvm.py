@@ -387,15 +387,9 @@ class FunctionEmitter:
         if lanes == 1:
             offset = self.scalar_offset(indices, values, strides)
             return self.emit(f"getelementptr inbounds {mem}, ptr {base}, i64 {offset}"), 1, True
-        vector = [k for k, i in enumerate(indices) if lanes_of(i.dtype) > 1]
-        ramp = as_ramp(indices[vector[0]])
-        if len(vector) == 1 and ramp is not None and ramp[1] * strides[vector[0]] == 1:
-            scalar_values = list(values)
-            scalar_values[vector[0]] = self.expr(ramp[0])
-            scalar_indices = list(indices)
-            scalar_indices[vector[0]] = ramp[0]
-            offset = self.scalar_offset(tuple(scalar_indices), scalar_values, strides)
-            return self.emit(f"getelementptr inbounds {mem}, ptr {base}, i64 {offset}"), lanes, True
+        first = self.first_element(buf, indices, values, 1)
+        if first is not None:
+            return first, lanes, True
         vty = f"<{lanes} x i64>"
         total = None
         for index, value, stride in zip(indices, values, strides):
@@ -403,6 +397,42 @@ class FunctionEmitter:
             term = self.emit(f"mul {vty} {wide}, splat (i64 {stride})")
             total = term if total is None else self.emit(f"add {vty} {total}, {term}")
         return self.emit(f"getelementptr inbounds {mem}, ptr {base}, {vty} {total}"), lanes, False
+
+    def first_element(self, buf: Buffer, indices: tuple[PrimExpr, ...], values: list[str], step: int) -> str | None:
+        """The pointer to the first lane of a vector access whose lanes are `step` elements apart
+        in memory (one index a ramp, the others scalars), or None for any other access."""
+        vector = [k for k, i in enumerate(indices) if lanes_of(i.dtype) > 1]
+        ramp = as_ramp(indices[vector[0]])
+        strides = _strides(buf)
+        if len(vector) != 1 or ramp is None or ramp[1] * strides[vector[0]] != step:
+            return None
+        scalar_values = list(values)
+        scalar_values[vector[0]] = self.expr(ramp[0])
+        scalar_indices = list(indices)
+        scalar_indices[vector[0]] = ramp[0]
+        offset = self.scalar_offset(tuple(scalar_indices), scalar_values, strides)
+        base, _ = self.pointers[id(buf)]
+        return self.emit(f"getelementptr inbounds {memory_type(buf.dtype)}, ptr {base}, i64 {offset}")
+
+    def strided_load(self, node: BufferLoad, values: list[str]) -> str | None:
+        """A load of lanes 2 to 4 elements apart (a stride-2 convolution's or pooling window's
+        columns) as one contiguous load from the first lane to the last and a shuffle that picks
+        every step-th element, instead of a scalar load per lane; None for other accesses. Every
+        element loaded lies between two that the access reads, so none is out of bounds."""
+        lanes = max((lanes_of(i.dtype) for i in node.indices), default=1)
+        if lanes == 1 or id(node.buffer) not in self.pointers:
+            return None
+        for step in (2, 3, 4):
+            ptr = self.first_element(node.buffer, node.indices, values, step)
+            if ptr is not None:
+                break
+        else:
+            return None
+        mem = memory_type(node.buffer.dtype)
+        span = (lanes - 1) * step + 1
+        wide = self.emit(f"load <{span} x {mem}>, ptr {ptr}, align {element_bytes(node.buffer.dtype)}")
+        picks = ", ".join(f"i32 {k * step}" for k in range(lanes))
+        return self.emit(f"shufflevector <{span} x {mem}> {wide}, <{span} x {mem}> poison, <{lanes} x i32> <{picks}>")
 
     def widen(self, dtype: str, value: str, lanes: int) -> str:
         """An integer index as i64 (splat to `lanes` when it is a scalar)."""
@@ -437,10 +467,13 @@ class FunctionEmitter:
 
     def load(self, node: BufferLoad, values: list[str]) -> str:
         buf = node.buffer
-        ptr, lanes, contiguous = self.address(buf, node.indices, values, node)
+        strided = self.strided_load(node, values)
+        ptr, lanes, contiguous = ("", 0, False) if strided is not None else self.address(buf, node.indices, values, node)
         mem = memory_type(buf.dtype)
         align = element_bytes(buf.dtype)
-        if lanes == 1:
+        if strided is not None:
+            raw = strided
+        elif lanes == 1:
             raw = self.emit(f"load {mem}, ptr {ptr}, align {align}")
         elif contiguous:
             raw = self.emit(f"load <{lanes} x {mem}>, ptr {ptr}, align {align}")
