@@ -21,6 +21,7 @@ from irtool.lower.schedules import conv2d_schedule, dense_tiled, register_tile
 from irtool.lower.schedules.layout import in_blocked
 from irtool.lower.schedules.matmul import matmul_tiled
 from irtool.lower.schedules.pad import pad_nchw
+from irtool.lower.schedules.pool import global_pool_nchw
 from irtool.lower.te import (
     Compute,
     Element,
@@ -339,6 +340,11 @@ def _global_pool(name: str, is_max: bool) -> None:
         layout = str(attrs["layout"])
         ol = _layout(attrs, "out_layout", layout)
         h, w = x.shape[layout.index("H")], x.shape[layout.index("W")]
+        if layout == ol == "NCHW":
+            vectors = global_pool_nchw(x, is_max, register_tile().lanes,
+                                       (lambda t: t) if is_max else (lambda t: mean_of(t, h * w)))
+            if vectors is not None:
+                return vectors
 
         def fbody(ctx: Element, idx: Idx) -> PrimExpr:
             bn, ch = idx[ol.index("N")], idx[ol.index("C")]

@@ -12,7 +12,7 @@ from irtool.lower.schedules.tile import Store, chunks, splat, vec
 from irtool.lower.te import INDEX, Builder, Scheduled, Tensor, add, const, imm, mul
 
 
-def _row_pieces(width: int, lanes: int, piece: Callable[[PrimExpr, int], Stmt]) -> list[Stmt]:
+def row_pieces(width: int, lanes: int, piece: Callable[[PrimExpr, int], Stmt]) -> list[Stmt]:
     """`piece(x0, n)` for the vectors covering `width` columns: a loop over the full vectors,
     then the short one."""
     out: list[Stmt] = []
@@ -39,14 +39,14 @@ def pad_nchw(x: Tensor, pads: tuple[int, int, int, int], lanes: int, fill: float
         b, ch = Var("b", INDEX), Var("c", INDEX)
 
         def zeros(y: PrimExpr, first: int, width: int) -> list[Stmt]:
-            return _row_pieces(width, lanes, lambda x0, k: store((b, ch, y, vec(add(x0, first), k)), splat(zero, k)))
+            return row_pieces(width, lanes, lambda x0, k: store((b, ch, y, vec(add(x0, first), k)), splat(zero, k)))
 
         def zero_rows(first: int, count: int) -> list[Stmt]:
             if count == 0:
                 return []
             return [loop("py", count, lambda y: seq(zeros(add(y, first), 0, shape[3])))]
         y = Var("y", INDEX)
-        copy = _row_pieces(w, lanes, lambda x0, k: store(
+        copy = row_pieces(w, lanes, lambda x0, k: store(
             (b, ch, add(y, top), vec(add(x0, left), k)), BufferLoad(xb, (b, ch, y, vec(x0, k)))))
         interior = For(y, const(0), const(h), "serial", seq(
             (zeros(add(y, top), 0, left) if left else []) + copy
