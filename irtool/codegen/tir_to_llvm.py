@@ -415,24 +415,24 @@ class FunctionEmitter:
         return self.emit(f"getelementptr inbounds {memory_type(buf.dtype)}, ptr {base}, i64 {offset}")
 
     def strided_load(self, node: BufferLoad, values: list[str]) -> str | None:
-        """A load of lanes 2 to 4 elements apart (a stride-2 convolution's or pooling window's
-        columns) as one contiguous load from the first lane to the last and a shuffle that picks
-        every step-th element, instead of a scalar load per lane; None for other accesses. Every
-        element loaded lies between two that the access reads, so none is out of bounds."""
+        """A load of lanes two elements apart (a stride-2 convolution's or pooling window's
+        columns) as two contiguous vector loads, the second ending at the last lane, and one
+        shuffle of the even elements, instead of a scalar load per lane; None for other
+        accesses. Every element loaded lies between two that the access reads, so none is out
+        of bounds."""
         lanes = max((lanes_of(i.dtype) for i in node.indices), default=1)
         if lanes == 1 or id(node.buffer) not in self.pointers:
             return None
-        for step in (2, 3, 4):
-            ptr = self.first_element(node.buffer, node.indices, values, step)
-            if ptr is not None:
-                break
-        else:
+        first = self.first_element(node.buffer, node.indices, values, 2)
+        if first is None:
             return None
         mem = memory_type(node.buffer.dtype)
-        span = (lanes - 1) * step + 1
-        wide = self.emit(f"load <{span} x {mem}>, ptr {ptr}, align {element_bytes(node.buffer.dtype)}")
-        picks = ", ".join(f"i32 {k * step}" for k in range(lanes))
-        return self.emit(f"shufflevector <{span} x {mem}> {wide}, <{span} x {mem}> poison, <{lanes} x i32> <{picks}>")
+        vty, align = f"<{lanes} x {mem}>", element_bytes(node.buffer.dtype)
+        low = self.emit(f"load {vty}, ptr {first}, align {align}")
+        second = self.emit(f"getelementptr inbounds {mem}, ptr {first}, i64 {lanes - 1}")
+        high = self.emit(f"load {vty}, ptr {second}, align {align}")
+        picks = ", ".join(f"i32 {2 * k if 2 * k < lanes else 2 * k + 1}" for k in range(lanes))
+        return self.emit(f"shufflevector {vty} {low}, {vty} {high}, <{lanes} x i32> <{picks}>")
 
     def widen(self, dtype: str, value: str, lanes: int) -> str:
         """An integer index as i64 (splat to `lanes` when it is a scalar)."""
