@@ -2,12 +2,24 @@
 output row: each output vector is the sum of KH x KW products of a broadcast weight and a
 vector of input columns (contiguous at unit column stride, strided otherwise), accumulated in
 registers by an unrolled `fma` chain and stored once. Vectorizing over channels would need one
-input channel per lane (a gather per step) in NCHW."""
+input channel per lane (a gather per step) in NCHW.
+
+A row narrower than two vectors (7- and 14-wide maps of MobileNet and EfficientNet on 16
+lanes) fills few lanes, so at unit stride the plane is swept flat instead: the padded input
+plane is copied into a local buffer, where output pixel (y, x) computed at position
+y * W + x (W the padded width) reads input position y * W + x + ky * W + kx, so consecutive
+positions are consecutive inputs across row ends. The W - OW positions between two output rows
+are computed and dropped; the rows are then stored from a local buffer of the positions."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from irtool.ir.tir import (
+    Allocate,
     BinaryOp,
+    Buffer,
+    BufferStore,
     BufferLoad,
     Call,
     For,
@@ -18,8 +30,15 @@ from irtool.ir.tir import (
     seq,
 )
 from irtool.lower.schedules.layout import in_blocked
+from irtool.lower.schedules.pad import row_pieces
 from irtool.lower.schedules.tile import Store, chunks, splat, vec
 from irtool.lower.te import INDEX, Builder, Scheduled, Tensor, add, const, mul
+
+
+def flat_plane(strides: tuple[int, int], width: int, lanes: int) -> bool:
+    """Whether the depthwise conv sweeps its plane flat: at unit stride, when an output row is
+    narrower than two vectors."""
+    return strides == (1, 1) and width < 2 * lanes
 
 
 def conv2d_depthwise(data: Tensor, w: Tensor, kernel_layout: str, kernel: tuple[int, int], dtype: str,
@@ -29,6 +48,8 @@ def conv2d_depthwise(data: Tensor, w: Tensor, kernel_layout: str, kernel: tuple[
     or None for dtypes other than float32."""
     if not (dtype == "float32" and data.dtype == w.dtype == dtype) or min(out_shape) == 0:
         return None
+    if flat_plane(strides, out_shape[3], lanes):
+        return conv2d_depthwise_flat(data, w, kernel_layout, kernel, out_shape, dilation, lanes)
     n_ext, c_ext, oh, ow = out_shape
     kh, kw = kernel
     (sh, sw), (dh, dw) = strides, dilation
@@ -37,24 +58,61 @@ def conv2d_depthwise(data: Tensor, w: Tensor, kernel_layout: str, kernel: tuple[
         db, wb = builder.buffer_of(data), builder.buffer_of(w)
         b, c, y = Var("b", INDEX), Var("c", INDEX), Var("oy", INDEX)
 
+        weight = weights_of(wb, c, kernel_layout)
+
         def row_vector(x0: PrimExpr, n: int) -> Stmt:
-            value: PrimExpr | None = None
-            for ky in range(kh):
-                for kx in range(kw):
-                    weight = splat(BufferLoad(wb, in_blocked((c, const(0), const(ky), const(kx)), "OIHW",
-                                                             kernel_layout)), n)
-                    col = add(mul(x0, sw), kx * dw)
-                    cols = Ramp(col, const(sw), n) if n > 1 else col
-                    pixels = BufferLoad(db, (b, c, add(mul(y, sh), ky * dh), cols))
-                    value = BinaryOp("mul", weight, pixels) if value is None else Call("fma", [weight, pixels, value])
-            assert value is not None
-            return store((b, c, y, vec(x0, n)), value)
-        row: list[Stmt] = []
-        full = ow // lanes
-        if full:
-            xv = Var("xv", INDEX)
-            row.append(For(xv, const(0), const(full), "serial", row_vector(mul(xv, lanes), lanes)))
-        row += [row_vector(const(x0), n) for x0, n in chunks(ow, lanes) if x0 >= full * lanes]
+            def pixels(ky: int, kx: int) -> PrimExpr:
+                col = add(mul(x0, sw), kx * dw)
+                return BufferLoad(db, (b, c, add(mul(y, sh), ky * dh), Ramp(col, const(sw), n) if n > 1 else col))
+            return store((b, c, y, vec(x0, n)), taps(weight, pixels, kernel, n))
+        row = row_pieces(ow, lanes, row_vector)
         return For(b, const(0), const(n_ext), "serial", For(c, const(0), const(c_ext), "serial", For(
             y, const(0), const(oh), "serial", seq(row))))
     return Scheduled(out_shape, dtype, emit, "conv2d")
+
+
+def weights_of(wb: Buffer, c: PrimExpr, kernel_layout: str) -> Callable[[int, int], PrimExpr]:
+    """Channel `c`'s weight at kernel position (ky, kx), read from `wb` in `kernel_layout`."""
+    return lambda ky, kx: BufferLoad(wb, in_blocked((c, const(0), const(ky), const(kx)), "OIHW", kernel_layout))
+
+
+def taps(weight: Callable[[int, int], PrimExpr], pixels: Callable[[int, int], PrimExpr], kernel: tuple[int, int],
+         lanes: int) -> PrimExpr:
+    """The sum over the kernel of broadcast `weight(ky, kx)` x `pixels(ky, kx)`: one multiply,
+    then an `fma` per tap."""
+    value: PrimExpr | None = None
+    for ky in range(kernel[0]):
+        for kx in range(kernel[1]):
+            wv = splat(weight(ky, kx), lanes)
+            value = BinaryOp("mul", wv, pixels(ky, kx)) if value is None else Call("fma", [wv, pixels(ky, kx), value])
+    assert value is not None
+    return value
+
+
+def conv2d_depthwise_flat(data: Tensor, w: Tensor, kernel_layout: str, kernel: tuple[int, int],
+                          out_shape: tuple[int, ...], dilation: tuple[int, int], lanes: int) -> Scheduled:
+    """The unit-stride depthwise conv over the flattened padded plane (see the module doc)."""
+    n_ext, c_ext, oh, ow = out_shape
+    hp, wp = data.shape[2], data.shape[3]
+    dh, dw = dilation
+    positions = (oh - 1) * wp + ow    # through the last output pixel
+
+    def emit(builder: Builder, store: Store) -> Stmt:
+        db, wb = builder.buffer_of(data), builder.buffer_of(w)
+        b, c = Var("b", INDEX), Var("c", INDEX)
+        plane = Buffer("dw_plane", (hp * wp,), "float32", scope="local")
+        wide = Buffer("dw_wide", (positions,), "float32", scope="local")
+        r, y = Var("r", INDEX), Var("oy", INDEX)
+        copy = For(r, const(0), const(hp), "serial", seq(row_pieces(wp, lanes, lambda x0, n: BufferStore(
+            plane, (vec(add(mul(r, wp), x0), n),), BufferLoad(db, (b, c, r, vec(x0, n)))))))
+
+        weight = weights_of(wb, c, kernel_layout)
+
+        def sweep(q0: PrimExpr, n: int) -> Stmt:
+            return BufferStore(wide, (vec(q0, n),), taps(
+                weight, lambda ky, kx: BufferLoad(plane, (vec(add(q0, ky * dh * wp + kx * dw), n),)), kernel, n))
+        rows = For(y, const(0), const(oh), "serial", seq(row_pieces(ow, lanes, lambda x0, n: store(
+            (b, c, y, vec(x0, n)), BufferLoad(wide, (vec(add(mul(y, wp), x0), n),))))))
+        body = Allocate(plane, Allocate(wide, seq([copy, *row_pieces(positions, lanes, sweep), rows])))
+        return For(b, const(0), const(n_ext), "serial", For(c, const(0), const(c_ext), "serial", body))
+    return Scheduled(out_shape, "float32", emit, "conv2d")
