@@ -145,6 +145,10 @@ def test_channel_tile_is_broadcast_times_weight_vector() -> None:
     ((1, 12, 7, 7), (24, 4, 1, 1), 1, 0, 3),         # grouped, 8 channels per group
     ((1, 8, 9, 9), (10, 4, 3, 3), 1, 1, 2),          # grouped, 5 channels per group (a short vector)
     ((1, 9, 13, 13), (9, 1, 3, 3), 2, 1, 9),         # depthwise 3x3/2
+    ((1, 5, 41, 39), (5, 1, 5, 5), 2, 2, 5),         # depthwise 5x5/2: full and short stride-2 vectors
+    ((1, 6, 7, 7), (6, 1, 5, 5), 1, 2, 6),           # depthwise on a 7x7 map: the flat sweep
+    ((1, 3, 14, 15), (3, 1, 3, 3), 1, 1, 3),         # depthwise, 14x15: flat on 8 and 16 lanes
+    ((1, 16, 5, 37), (24, 16, 1, 1), 1, 0, 1),       # 1x1 over rows of pixel vectors and a tail
 ])
 def test_native_conv_matches_reference(shape: tuple[int, ...], weight: tuple[int, ...], strides: int, pad: int,
                                        groups: int) -> None:
@@ -184,3 +188,19 @@ def @main(%x: Tensor[(2, 3, 11, 10), float32]) {{
         for kx in range(kw):
             want = np.maximum(want, padded[:, :, ky * dh::sh, kx * dw::sw][:, :, :got.shape[2], :got.shape[3]])
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 9, 37), (1, 4, 1, 5), (1, 2, 3, 16)])
+@pytest.mark.parametrize("op", ["nn.global_avg_pool2d", "nn.global_max_pool2d"])
+def test_native_global_pool_matches_numpy(shape: tuple[int, ...], op: str) -> None:
+    """Vector partial sums / maxima over rows with a short last vector, combined lane by lane."""
+    x = np.random.default_rng(11).standard_normal(shape).astype(np.float32)
+    src = f"""#[version = "0.0.5"]
+def @main(%x: Tensor[{shape}, float32]) {{
+  {op}(%x)
+}}"""
+    got = irtool.build(parse(src, "pool.relay"))(x=x)
+    if op == "nn.global_max_pool2d":
+        np.testing.assert_array_equal(got, x.max(axis=(2, 3), keepdims=True))
+    else:
+        np.testing.assert_allclose(got, x.astype(np.float64).mean(axis=(2, 3), keepdims=True), rtol=1e-5, atol=1e-6)

@@ -1,0 +1,94 @@
+"""The mobile-CNN kernels pick their shape from the target compiled for: 1x1 convs as tiles of
+pixel vectors, stride-2 depthwise loads as two vector loads and a shuffle, the flat depthwise
+sweep of narrow planes, vector global pooling. Each test pins its CPU (`irtool-llc --mcpu`,
+`compiling_for`) and checks the LLVM IR or the TIR, so it holds on any x86-64 host; the
+numbers these kernels compute are checked natively in test_schedules_conv.py.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+from pathlib import Path
+
+import pytest
+
+from irtool.passes import run
+from irtool.syntax.parser import parse
+from irtool.syntax.printer import print_program
+from irtool.target import TargetOptions, compiling_for
+from irtool.tools.llc import main
+
+pytestmark = pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86 CPU names")
+
+TRIPLE = "x86_64-unknown-linux-gnu"
+CPUS = [("znver3", 8), ("skylake-avx512", 16)]
+
+
+def conv(x: tuple[int, ...], w: tuple[int, ...], stride: int, pad: int, groups: int) -> str:
+    return f"""#[version = "0.0.5"]
+def @main(%x: Tensor[{x}, float32], %w: Tensor[{w}, float32]) {{
+  nn.relu(nn.conv2d(%x, %w, strides=[{stride}, {stride}], padding=[{pad}, {pad}, {pad}, {pad}], groups={groups}))
+}}"""
+
+
+def llvm_ir(tmp_path: Path, src: str, cpu: str) -> str:
+    """The unoptimised LLVM IR of `src` for `cpu`: what codegen wrote, before LLVM's passes."""
+    source, out = tmp_path / "m.relay", tmp_path / "m.ll"
+    source.write_text(src)
+    assert main([str(source), "--emit=llvm", "-O0", f"--mtriple={TRIPLE}", f"--mcpu={cpu}", "-o", str(out)]) == 0
+    return out.read_text()
+
+
+def lowered(src: str, cpu: str) -> str:
+    with compiling_for(TargetOptions(cpu=cpu, triple=TRIPLE)):
+        return print_program(run(parse(src, "m.relay"), "fuse-ops,lower"))
+
+
+@pytest.mark.parametrize("cpu, lanes", CPUS)
+def test_a_1x1_conv_on_wide_rows_stores_whole_pixel_vectors(tmp_path: Path, cpu: str, lanes: int) -> None:
+    """28 = 3 x 8 + 4 = 16 + 12 columns: full vectors of the target's width, then the tail; no
+    element-by-element store (the channel tile's strided store extracts one pointer per lane)."""
+    ir = llvm_ir(tmp_path, conv((1, 16, 28, 28), (24, 16, 1, 1), 1, 0, 1), cpu)
+    assert f"@llvm.fma.v{lanes}f32" in ir
+    assert re.search(rf"store <{lanes} x float>", ir)
+    assert re.search(rf"store <{28 % lanes} x float>", ir)
+    assert not re.search(r"extractelement <\d+ x ptr>", ir)
+
+
+def test_a_1x1_conv_on_rows_shorter_than_a_vector_keeps_channel_vectors(tmp_path: Path) -> None:
+    """7-wide rows fill 7 of 16 lanes: the output channels are the vector then (stored per pixel)."""
+    ir = llvm_ir(tmp_path, conv((1, 16, 7, 7), (32, 16, 1, 1), 1, 0, 1), "skylake-avx512")
+    assert "@llvm.fma.v16f32" in ir
+    assert re.search(r"extractelement <16 x ptr>", ir)
+    assert not re.search(r"store <16 x float>.*%out", ir)
+
+
+@pytest.mark.parametrize("cpu, lanes", CPUS)
+def test_stride_2_depthwise_loads_two_vectors_and_keeps_the_even_lanes(tmp_path: Path, cpu: str, lanes: int) -> None:
+    ir = llvm_ir(tmp_path, conv((1, 4, 2 * 2 * lanes + 1, 2 * 2 * lanes + 1), (4, 1, 3, 3), 2, 1, 4), cpu)
+    even = ", ".join(f"i32 {2 * k if 2 * k < lanes else 2 * k + 1}" for k in range(lanes))
+    shuffles = re.findall(rf"shufflevector <{lanes} x float> %\w+, <{lanes} x float> %\w+, <{lanes} x i32> <{even}>", ir)
+    assert len(shuffles) >= 9        # one per kernel tap of the full-vector loop
+    assert not re.search(r"extractelement <\d+ x ptr>", ir)    # no load per lane
+
+
+@pytest.mark.parametrize("cpu, flat", [("znver3", False), ("skylake-avx512", True)])
+def test_a_depthwise_row_narrower_than_two_vectors_is_swept_flat(cpu: str, flat: bool) -> None:
+    """28 columns are 3.5 vectors of 8 (row by row) but 1.75 of 16: the 30-wide padded plane is
+    swept flat, through a local copy, on the 16-lane target only."""
+    tir = lowered(conv((1, 4, 28, 28), (4, 1, 3, 3), 1, 1, 4), cpu)
+    assert ("dw_plane: Buffer[(900), float32" in tir) == flat
+    lanes = 16 if flat else 8
+    assert f"ramp(%xv * {lanes}, 1, {lanes})" in tir or f"1, {lanes})" in tir
+
+
+@pytest.mark.parametrize("cpu, lanes", CPUS)
+def test_global_average_pool_accumulates_target_width_vectors(tmp_path: Path, cpu: str, lanes: int) -> None:
+    src = """#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 8, 20, 44), float32]) {
+  nn.global_avg_pool2d(%x)
+}"""
+    ir = llvm_ir(tmp_path, src, cpu)
+    assert re.search(rf"fadd <{lanes} x float>", ir)
+    assert re.search(rf"fadd <{44 % lanes} x float>", ir)     # the row's tail
