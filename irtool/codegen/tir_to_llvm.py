@@ -467,27 +467,33 @@ class FunctionEmitter:
 
     def load(self, node: BufferLoad, values: list[str]) -> str:
         buf = node.buffer
-        strided = self.strided_load(node, values)
-        ptr, lanes, contiguous = ("", 0, False) if strided is not None else self.address(buf, node.indices, values, node)
         mem = memory_type(buf.dtype)
-        align = element_bytes(buf.dtype)
-        if strided is not None:
-            raw = strided
-        elif lanes == 1:
-            raw = self.emit(f"load {mem}, ptr {ptr}, align {align}")
-        elif contiguous:
-            raw = self.emit(f"load <{lanes} x {mem}>, ptr {ptr}, align {align}")
-        else:
-            raw = "poison"
-            vty = f"<{lanes} x {mem}>"
-            for k in range(lanes):
-                p = self.emit(f"extractelement <{lanes} x ptr> {ptr}, i64 {k}")
-                v = self.emit(f"load {mem}, ptr {p}, align {align}")
-                raw = self.emit(f"insertelement {vty} {raw}, {mem} {v}, i64 {k}")
+        raw, lanes = self.raw_load(node, values)
         if is_bool(buf.dtype):
             ty = mem if lanes == 1 else f"<{lanes} x {mem}>"
             return self.emit(f"icmp ne {ty} {raw}, {'zeroinitializer' if lanes > 1 else '0'}")
         return raw
+
+    def raw_load(self, node: BufferLoad, values: list[str]) -> tuple[str, int]:
+        """(the loaded value in its memory type, lanes)."""
+        buf = node.buffer
+        strided = self.strided_load(node, values)
+        if strided is not None:
+            return strided, max(lanes_of(i.dtype) for i in node.indices)
+        ptr, lanes, contiguous = self.address(buf, node.indices, values, node)
+        mem = memory_type(buf.dtype)
+        align = element_bytes(buf.dtype)
+        if lanes == 1:
+            return self.emit(f"load {mem}, ptr {ptr}, align {align}"), 1
+        if contiguous:
+            return self.emit(f"load <{lanes} x {mem}>, ptr {ptr}, align {align}"), lanes
+        raw = "poison"
+        vty = f"<{lanes} x {mem}>"
+        for k in range(lanes):
+            p = self.emit(f"extractelement <{lanes} x ptr> {ptr}, i64 {k}")
+            v = self.emit(f"load {mem}, ptr {p}, align {align}")
+            raw = self.emit(f"insertelement {vty} {raw}, {mem} {v}, i64 {k}")
+        return raw, lanes
 
     def store(self, node: BufferStore) -> None:
         buf = node.buffer

@@ -11,10 +11,12 @@ import platform
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+import irtool
 from irtool.passes import run
-from irtool.syntax.parser import parse
+from irtool.syntax.parser import parse, parse_module
 from irtool.syntax.printer import print_program
 from irtool.target import TargetOptions, compiling_for
 from irtool.tools.llc import main
@@ -92,3 +94,22 @@ def @main(%x: Tensor[(1, 8, 20, 44), float32]) {
     ir = llvm_ir(tmp_path, src, cpu)
     assert re.search(rf"fadd <{lanes} x float>", ir)
     assert re.search(rf"fadd <{44 % lanes} x float>", ir)     # the row's tail
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int32", "float32"])
+def test_a_stride_2_load_runs_natively_up_to_the_buffers_last_element(dtype: str) -> None:
+    """`a[i, ramp(0, 2, 6)]` of 11-element rows: the last lane is the buffer's last element."""
+    src = f"""#[version = "0.0.5"]
+primfn @f(%a: Buffer[(2, 11), {dtype}], %out: Buffer[(2, 6), {dtype}], num_outputs=1) {{
+  for %i in range(0, 2) {{
+    %out[%i, ramp(0, 1, 6)] = %a[%i, ramp(0, 2, 6)];
+  }}
+}}
+
+def @main(%a: Tensor[(2, 11), {dtype}]) {{
+  %0 = (%a,);
+  call_lowered(@f, %0)
+}}"""
+    a = (np.random.default_rng(3).integers(-50, 50, (2, 11)) % 3 == 1) if dtype == "bool" else \
+        np.random.default_rng(3).integers(-50, 50, (2, 11)).astype(dtype)
+    np.testing.assert_array_equal(irtool.build(parse_module(src))(a=a), a[:, ::2])
