@@ -147,7 +147,7 @@ def test_channel_tile_is_broadcast_times_weight_vector() -> None:
     ((1, 9, 13, 13), (9, 1, 3, 3), 2, 1, 9),         # depthwise 3x3/2
     ((1, 5, 41, 39), (5, 1, 5, 5), 2, 2, 5),         # depthwise 5x5/2: full and short stride-2 vectors
     ((1, 6, 7, 7), (6, 1, 5, 5), 1, 2, 6),           # depthwise on a 7x7 map: the flat sweep
-    ((1, 3, 14, 15), (3, 1, 3, 3), 1, 1, 3),         # depthwise, 14x15: flat on 8 and 16 lanes
+    ((1, 3, 14, 15), (3, 1, 3, 3), 1, 1, 3),         # depthwise, 14x15: flat on 16 lanes, by rows on 8
     ((1, 16, 5, 37), (24, 16, 1, 1), 1, 0, 1),       # 1x1 over rows of pixel vectors and a tail
 ])
 def test_native_conv_matches_reference(shape: tuple[int, ...], weight: tuple[int, ...], strides: int, pad: int,

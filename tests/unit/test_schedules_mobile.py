@@ -76,13 +76,13 @@ def test_stride_2_depthwise_loads_two_vectors_and_keeps_the_even_lanes(tmp_path:
 
 
 @pytest.mark.parametrize("cpu, flat", [("znver3", False), ("skylake-avx512", True)])
-def test_a_depthwise_row_narrower_than_two_vectors_is_swept_flat(cpu: str, flat: bool) -> None:
-    """28 columns are 3.5 vectors of 8 (row by row) but 1.75 of 16: the 30-wide padded plane is
-    swept flat, through a local copy, on the 16-lane target only."""
-    tir = lowered(conv((1, 4, 28, 28), (4, 1, 3, 3), 1, 1, 4), cpu)
-    assert ("dw_plane: Buffer[(900), float32" in tir) == flat
-    lanes = 16 if flat else 8
-    assert f"ramp(%xv * {lanes}, 1, {lanes})" in tir or f"1, {lanes})" in tir
+def test_a_depthwise_row_narrower_than_a_vector_is_swept_flat(cpu: str, flat: bool) -> None:
+    """14 columns are 8 + 6 lanes (row by row) but fill less than one vector of 16: the 16-wide
+    padded plane is swept flat, through a local copy, on the 16-lane target only."""
+    tir = lowered(conv((1, 4, 14, 14), (4, 1, 3, 3), 1, 1, 4), cpu)
+    assert ("dw_plane: Buffer[(256), float32" in tir) == flat
+    assert ("ramp(%xv * 16, 1, 16)" in tir) == flat        # the plane's full 16-lane vectors
+    assert ("fma(broadcast(" in tir) and (", 8)" in tir) != flat
 
 
 @pytest.mark.parametrize("cpu, lanes", CPUS)
