@@ -235,6 +235,7 @@ def import_model(model: onnx.ModelProto, *, embed_params: bool = False, source: 
         var = Var(unique(info.name), ty)
         input_vars.append(var)
         values[info.name] = Value(var, ty, graph_input=info.name)
+        builder.graph_inputs[id(var)] = info.name
     known = {i.name for i in graph.input} | {sanitize(i.name) for i in graph.input}
     unknown_overrides = sorted(set(input_shapes or {}) - known)
     if unknown_overrides:

@@ -6,9 +6,11 @@ so irtool's) along the first, so those converters move that axis to the front.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from irtool.frontend.onnx_ops.common import converter, int_list, norm_axis, required, scalar, transposed
+from irtool.frontend.onnx_ops.common import converter, int_list, norm_axis, required, reshaped, scalar, transposed
 from irtool.frontend.onnx_ops.einsum import einsum
 from irtool.frontend.onnx_dtypes import dtype_of, onnx_type_name
 from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value
@@ -112,6 +114,26 @@ def _range(b: Builder, node: Node) -> list[Value | None]:
     wide = "float32" if dtype in ("float16", "bfloat16") and int(node.attr("stash_type", 1)) == 1 else dtype
     out = b.call("arange", [], start=start, stop=stop, step=step, dtype=wide)
     return [out if wide == dtype else b.call("cast", [out], dtype=dtype)]
+
+
+@converter("Compress")
+def _compress(b: Builder, node: Node) -> list[Value | None]:
+    """The slices along `axis` (of the flattened input without one) whose condition is true.
+    The condition fixes the output's shape, so it must be known at import time (the ONNX
+    backend binds it from the value `run` is given): the slices are then a `take`."""
+    x = required(node, 0, "input")
+    condition = np.asarray(b.static(required(node, 1, "condition"), "condition")).reshape(-1)
+    axis_attr = node.attr("axis")
+    if axis_attr is None:
+        x, axis = reshaped(b, x, (math.prod(x.shape),)), 0
+    else:
+        axis = norm_axis(int(axis_attr), x.ndim)  # type: ignore[call-overload]
+    if condition.size > x.shape[axis]:
+        raise Unsupported(f"a condition of {condition.size} values for an axis of size {x.shape[axis]}")
+    index = np.flatnonzero(condition).astype(np.int64)
+    if not index.size:
+        return [reshaped(b, x, x.shape[:axis] + (0,) + x.shape[axis + 1:])]
+    return [b.call("take", [x, b.const(index)], axis=axis)]
 
 
 @converter("Trilu")
