@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from irtool.frontend.onnx_ops.common import converter, int_list, norm_axis, required, reshaped, scalar, transposed
+from irtool.frontend.onnx_ops.common import broadcast_to, converter, int_list, norm_axis, required, reshaped, scalar, transposed
 from irtool.frontend.onnx_ops.einsum import einsum
 from irtool.frontend.onnx_dtypes import dtype_of, onnx_type_name
 from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value
@@ -45,6 +45,34 @@ def _scatter_elements(b: Builder, node: Node) -> list[Value | None]:
     x, indices, updates = (required(node, i, what) for i, what in enumerate(("data", "indices", "updates")))
     return [b.call("scatter_elements", [x, indices, updates], axis=norm_axis(int(node.attr("axis", 0)), x.ndim),  # type: ignore[call-overload]
                    reduction=_reduction(node))]
+
+
+@converter("TensorScatter")
+def _tensor_scatter(b: Builder, node: Node) -> list[Value | None]:
+    """A key/value cache update (opset 24): row s of `update` goes to position
+    write_indices[batch] + s along `axis` (modulo the cache length in `circular` mode), one
+    `scatter_elements` whose indices are that sum broadcast over the update."""
+    cache, update = required(node, 0, "past_cache"), required(node, 1, "update")
+    axis = norm_axis(int(node.attr("axis", -2)), cache.ndim)  # type: ignore[call-overload]
+    mode = str(node.attr("mode", "linear"))
+    if mode not in ("linear", "circular"):
+        raise Unsupported(f"mode {mode}")
+    if axis == 0:
+        raise Unsupported("axis 0 (the batch axis)")
+    shape, length = cache.shape, update.shape[axis]
+    if update.ndim != cache.ndim or any(u != c for i, (u, c) in enumerate(zip(update.shape, shape)) if i != axis) \
+            or length > shape[axis]:
+        raise Unsupported(f"an update of shape {update.shape} for a cache of shape {shape} along axis {axis}")
+    ones = [1] * cache.ndim
+    rows = np.arange(length, dtype=np.int64).reshape(ones[:axis] + [length] + ones[axis + 1:])
+    index = b.const(rows)
+    starts = node.input(2)
+    if starts is not None:
+        wide = starts if starts.dtype == "int64" else b.call("cast", [starts], dtype="int64")
+        index = b.call("add", [reshaped(b, wide, (shape[0],) + (1,) * (cache.ndim - 1)), index])
+    if mode == "circular":
+        index = b.call("floor_mod", [index, scalar(b, shape[axis], "int64")])
+    return [b.call("scatter_elements", [cache, broadcast_to(b, index, update.shape), update], axis=axis)]
 
 
 @converter("ScatterND")
