@@ -6,6 +6,7 @@ depth axis into the batch and sums or reduces the 2-d results along depth.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -84,8 +85,8 @@ def _depth_out_of_batch(b: Builder, x: Value, n: int) -> Value:
     return transposed(b, reshaped(b, x, (n, nd // n, c, h, w)), (0, 2, 1, 3, 4))
 
 
-def _conv3d(b: Builder, node: Node, x: Value, w: Value, strides: list[int], dilations: list[int],
-            pads: list[int]) -> Value:
+def _conv3d(b: Builder, x: Value, w: Value, strides: list[int], dilations: list[int], pads: list[int],
+            groups: int) -> Value:
     """A 3-d convolution as a sum over the kernel's depth of 2-d convolutions of depth slices."""
     depth_pad = (pads[0], pads[3])
     if any(depth_pad):
@@ -99,7 +100,7 @@ def _conv3d(b: Builder, node: Node, x: Value, w: Value, strides: list[int], dila
         wk = b.call("take", [w, b.const(np.array(k, dtype=np.int64))], axis=2)
         conv = b.call("nn.conv2d", [part, wk], strides=tuple(strides[1:]),
                       padding=(pads[1], pads[2], pads[4], pads[5]), dilation=tuple(dilations[1:]),
-                      groups=int(node.attr("group", 1)), channels=w.shape[0], kernel_size=(kh, kw))  # type: ignore[call-overload]
+                      groups=groups, channels=w.shape[0], kernel_size=(kh, kw))
         total = conv if total is None else b.call("add", [total, conv])
     assert total is not None
     return _depth_out_of_batch(b, total, x.shape[0])
@@ -117,7 +118,7 @@ def _conv(b: Builder, node: Node) -> list[Value | None]:
     pads = _spatial_pads(node, spatial_sizes(x), kernel, strides, dilations)
     bias = node.input(2)
     if rank == 3:
-        out = _conv3d(b, node, x, w, strides, dilations, pads)
+        out = _conv3d(b, x, w, strides, dilations, pads, int(node.attr("group", 1)))  # type: ignore[call-overload]
         return [out if bias is None else b.call("nn.bias_add", [out, bias], axis=1)]
     if rank == 1:
         x, w = as_2d(b, x), as_2d(b, w)
@@ -161,51 +162,98 @@ def _conv_transpose_pads(node: Node, in_sizes: Sequence[int], kernel: Sequence[i
 def _conv_transpose(b: Builder, node: Node) -> list[Value | None]:
     """A transposed convolution as a plain one: spread the input out by the strides (zeros in
     between), pad by the dilated kernel extent minus `pads`, and convolve with the flipped kernel
-    whose in/out channel axes are swapped per group."""
+    whose in/out channel axes are swapped per group (3-d: the convolution is `_conv3d`'s)."""
     x, w = required(node, 0, "X"), required(node, 1, "W")
-    rank = spatial_rank(x, "transposed convolution")
+    rank = spatial_rank(x, "transposed convolution", 3)
     groups = int(node.attr("group", 1))  # type: ignore[call-overload]
     kernel = list(w.shape[2:])
     strides = int_list(node.attr("strides")) or [1] * rank
     dilations = int_list(node.attr("dilations")) or [1] * rank
     out_pad = int_list(node.attr("output_padding")) or [0] * rank
     pads = _conv_transpose_pads(node, spatial_sizes(x), kernel, strides, dilations, out_pad)
+    out = conv_transpose(b, x, w, groups, strides, dilations, pads, out_pad)
+    bias = node.input(2)
+    return [out if bias is None else b.call("nn.bias_add", [out, bias], axis=1)]
+
+
+def conv_transpose(b: Builder, x: Value, w: Value, groups: int, strides: list[int], dilations: list[int],
+                   pads: list[int], out_pad: list[int]) -> Value:
+    """ConvTranspose of an (N, C, ...) input with 1 to 3 spatial axes (pads [begin..., end...])."""
+    rank = x.ndim - 2
+    kernel = list(w.shape[2:])
     if rank == 1:
         x, w = as_2d(b, x), as_2d(b, w)
         kernel, strides, dilations, out_pad = [1] + kernel, [1] + strides, [1] + dilations, [0] + out_pad
         pads = [0, pads[0], 0, pads[1]]
-    n, c, h, wd = x.shape
-    if strides != [1, 1]:
-        sh, sw = strides
-        spread = reshaped(b, x, (n, c, h, 1, wd, 1))
-        spread = b.call("nn.pad", [spread, scalar(b, 0, x.dtype)],
-                        pad_width=((0, 0), (0, 0), (0, 0), (0, sh - 1), (0, 0), (0, sw - 1)))
-        spread = reshaped(b, spread, (n, c, h * sh, wd * sw))
-        x = b.call("strided_slice", [spread], begin=(0, 0, 0, 0),
-                   end=(n, c, (h - 1) * sh + 1, (wd - 1) * sw + 1))
-    before = [d * (k - 1) - p for d, k, p in zip(dilations, kernel, pads[:2])]
-    after = [d * (k - 1) - p + e for d, k, p, e in zip(dilations, kernel, pads[2:], out_pad)]
-    if any(v > 0 for v in before + after):
-        x = b.call("nn.pad", [x, scalar(b, 0, x.dtype)],
-                   pad_width=((0, 0), (0, 0)) + tuple((max(0, lo), max(0, hi)) for lo, hi in zip(before, after)))
-    if any(v < 0 for v in before + after):  # `pads` larger than the kernel extent crop instead
-        _, _, ph, pw = x.shape
-        x = b.call("strided_slice", [x], begin=(0, 0, max(0, -before[0]), max(0, -before[1])),
-                   end=(n, c, ph - max(0, -after[0]), pw - max(0, -after[1])))
-    cin, mg, kh, kw = w.shape
-    weight = reshaped(b, w, (groups, cin // groups, mg, kh, kw))
-    weight = reshaped(b, transposed(b, weight, (0, 2, 1, 3, 4)), (groups * mg, cin // groups, kh, kw))
-    for axis, k in ((2, kh), (3, kw)):
+    x = transpose_input(b, x, strides, [d * (k - 1) - p for d, k, p in zip(dilations, kernel, pads[:len(kernel)])],
+                        [d * (k - 1) - p + e for d, k, p, e in zip(dilations, kernel, pads[len(kernel):], out_pad)])
+    cin, mg = w.shape[:2]
+    weight = reshaped(b, w, (groups, cin // groups, mg) + tuple(kernel))
+    weight = transposed(b, weight, (0, 2, 1) + tuple(range(3, weight.ndim)))
+    weight = reshaped(b, weight, (groups * mg, cin // groups) + tuple(kernel))
+    for axis, k in enumerate(kernel, start=2):
         if k > 1:
             weight = b.call("take", [weight, b.const(np.arange(k - 1, -1, -1, dtype=np.int64))], axis=axis)
+    if len(kernel) == 3:
+        return _conv3d(b, x, weight, [1, 1, 1], dilations, [0] * 6, groups)
     out = b.call("nn.conv2d", [x, weight], dilation=tuple(dilations), groups=groups, channels=groups * mg,
-                 kernel_size=(kh, kw))
-    bias = node.input(2)
-    if bias is not None:
-        out = b.call("nn.bias_add", [out, bias], axis=1)
-    if rank == 1:
-        out = from_2d(b, out)
-    return [out]
+                 kernel_size=tuple(kernel))
+    return from_2d(b, out) if rank == 1 else out
+
+
+def transpose_input(b: Builder, x: Value, strides: Sequence[int], before: Sequence[int],
+                    after: Sequence[int]) -> Value:
+    """The input of a transposed convolution's plain convolution: x spread out by `strides`
+    (stride − 1 zeros between neighbours), then padded by `before`/`after` per spatial axis
+    (a negative amount crops)."""
+    n, c, *sizes = x.shape
+    if any(s != 1 for s in strides):
+        interleaved = tuple(v for size in sizes for v in (size, 1))
+        spread = reshaped(b, x, (n, c) + interleaved)
+        spread = b.call("nn.pad", [spread, scalar(b, 0, x.dtype)],
+                        pad_width=((0, 0), (0, 0)) + tuple(p for s in strides for p in ((0, 0), (0, s - 1))))
+        spread = reshaped(b, spread, (n, c) + tuple(size * s for size, s in zip(sizes, strides)))
+        x = b.call("strided_slice", [spread], begin=(0,) * (2 + len(sizes)),
+                   end=(n, c) + tuple((size - 1) * s + 1 for size, s in zip(sizes, strides)))
+    if any(v > 0 for v in list(before) + list(after)):
+        x = b.call("nn.pad", [x, scalar(b, 0, x.dtype)],
+                   pad_width=((0, 0), (0, 0)) + tuple((max(0, lo), max(0, hi)) for lo, hi in zip(before, after)))
+    if any(v < 0 for v in list(before) + list(after)):  # `pads` larger than the kernel extent crop instead
+        padded = x.shape[2:]
+        x = b.call("strided_slice", [x], begin=(0, 0) + tuple(max(0, -lo) for lo in before),
+                   end=(n, c) + tuple(size - max(0, -hi) for size, hi in zip(padded, after)))
+    return x
+
+
+@converter("Col2Im")
+def _col2im(b: Builder, node: Node) -> list[Value | None]:
+    """Sliding blocks summed back into an image: the (N, C·∏block, L) columns, read as a
+    (N, C·∏block, L₁, L₂, ...) grid of block positions, are a transposed convolution (groups C)
+    whose kernel is one-hot: column j of a block lands at offset j (row-major) of the block."""
+    x = required(node, 0, "input")
+    image = int_list(b.static(required(node, 1, "image_shape"), "image_shape"))
+    block = int_list(b.static(required(node, 2, "block_shape"), "block_shape"))
+    rank = len(image)
+    if len(block) != rank or not 1 <= rank <= 3:
+        raise Unsupported(f"image_shape {image} with block_shape {block} (irtool has 1 to 3 spatial axes)")
+    strides = int_list(node.attr("strides")) or [1] * rank
+    dilations = int_list(node.attr("dilations")) or [1] * rank
+    pads = int_list(node.attr("pads")) or [0] * (2 * rank)
+    if x.ndim != 3 or len(strides) != rank or len(dilations) != rank or len(pads) != 2 * rank:
+        raise Unsupported(f"a {x.tensor} input with strides {strides}, dilations {dilations}, pads {pads}")
+    n, rows, length = x.shape
+    size = math.prod(block)
+    extents = [(k - 1) * d + 1 for k, d in zip(block, dilations)]
+    grid = [(i + lo + hi - e) // s + 1 for i, lo, hi, e, s in zip(image, pads[:rank], pads[rank:], extents, strides)]
+    if not size or rows % size or min(grid) < 1 or math.prod(grid) != length:
+        raise Unsupported(f"a {x.tensor} input does not hold the blocks of {block} in an image of {image} "
+                          f"(strides {strides}, dilations {dilations}, pads {pads})")
+    channels = rows // size
+    one_hot = np.eye(size, dtype=np.dtype(x.dtype)).reshape([size, 1] + block)
+    weight = b.const(np.tile(one_hot, (channels,) + (1,) * (rank + 1)))
+    # The image may end past the last block (a remainder of the stride): output_padding fills it.
+    extra = [i + lo + hi - ((g - 1) * s + e) for i, lo, hi, g, s, e in zip(image, pads[:rank], pads[rank:], grid, strides, extents)]
+    return [conv_transpose(b, reshaped(b, x, (n, rows) + tuple(grid)), weight, channels, strides, dilations, pads, extra)]
 
 
 def pooled_size(size: int, begin: int, end: int, kernel: int, stride: int, dilation: int, ceil_mode: bool) -> int:
