@@ -322,17 +322,14 @@ def _pool3d(b: Builder, node: Node, op: str, x: Value, kernel: list[int], stride
     """3-d pooling as 2-d pooling of each depth slice, then a window reduction along depth.
 
     Exact for max; for average, every depth slice's window has the same height/width count,
-    so the mean of the slices' means is the 3-d mean unless depth padding is excluded (or a
-    ceil-mode window runs past it, whose count ONNX does not include either)."""
+    so the 3-d mean is the sum of the slices' means over the depth positions ONNX counts,
+    divided by their number: the positions in the padded input, or in the input alone without
+    `count_include_pad` (a ceil-mode window's positions past the end padding never count)."""
     is_max = op == "nn.max_pool2d"
     include_pad = bool(node.attr("count_include_pad", 0))
-    if not is_max and (pads[0] or pads[3]) and not include_pad:
-        raise Unsupported("3-d average pooling with depth padding excluded from the count")
     depth = x.shape[2]
     out_depth = pooled_size(depth, pads[0], pads[3], kernel[0], strides[0], dilations[0], ceil_mode)
     past_end = max(0, (out_depth - 1) * strides[0] + (kernel[0] - 1) * dilations[0] + 1 - (depth + pads[0] + pads[3]))
-    if past_end and not is_max:
-        raise Unsupported("3-d average pooling whose last depth window runs past the padding (ceil_mode)")
     plane_mode, plane_pads = _relay_ceil_mode(x.shape[3:], kernel[1:], strides[1:], dilations[1:],
                                               [pads[1], pads[2], pads[4], pads[5]], ceil_mode)
     attrs: dict[str, object] = dict(pool_size=tuple(kernel[1:]), strides=tuple(strides[1:]),
@@ -351,9 +348,14 @@ def _pool3d(b: Builder, node: Node, op: str, x: Value, kernel: list[int], stride
         part = _depth_slice(b, flat, k * dilations[0], out_depth, strides[0])
         total = part if total is None else b.call("maximum" if is_max else "add", [total, part])
     assert total is not None
-    if not is_max and kd > 1:
-        total = b.call("divide", [total, scalar(b, kd, x.dtype)])
-    return total
+    if is_max:
+        return total
+    low, high = (0, depth) if not include_pad else (-pads[0], depth + pads[3])
+    counts = [sum(low <= o * strides[0] + k * dilations[0] - pads[0] < high for k in range(kd)) for o in range(out_depth)]
+    if len(set(counts)) == 1:
+        return total if counts[0] == 1 else b.call("divide", [total, scalar(b, counts[0], x.dtype)])
+    divisor = np.asarray(counts, dtype=np.dtype(x.dtype)).reshape(1, 1, out_depth, 1, 1)
+    return b.call("divide", [total, b.const(np.maximum(divisor, 1))])
 
 
 @converter("MaxPool")
