@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from irtool.frontend.onnx_values import Builder, DynamicShape, Node, Unsupported, Value
-from irtool.frontend.onnx_ops.common import (converter, int_list, required, reshaped, scalar, transposed)
+from irtool.frontend.onnx_ops.common import (broadcast_to, converter, int_list, required, reshaped, scalar, transposed)
 
 def spatial_sizes(x: Value) -> list[int]:
     """The spatial sizes of an (N, C, ...) tensor, which every window computation needs."""
@@ -298,10 +298,11 @@ def _pool(b: Builder, node: Node, op: str) -> list[Value | None]:
     ceil_mode = bool(node.attr("ceil_mode", 0))
     sizes = spatial_sizes(x)
     pads = _spatial_pads(node, sizes, kernel, strides, dilations)
+    indices = None
     if len(node.used_outputs) > 1 and node.used_outputs[1]:
-        raise Unsupported("the Indices output of MaxPool")
+        indices = _max_indices(b, x, kernel, strides, dilations, pads, ceil_mode, int(node.attr("storage_order", 0)))  # type: ignore[call-overload]
     if rank == 3:
-        return [_pool3d(b, node, op, x, kernel, strides, dilations, pads, ceil_mode), None]
+        return [_pool3d(b, node, op, x, kernel, strides, dilations, pads, ceil_mode), indices]
     ceil_mode, pads = _relay_ceil_mode(sizes, kernel, strides, dilations, pads, ceil_mode)
     if rank == 1:
         x = as_2d(b, x)
@@ -314,7 +315,47 @@ def _pool(b: Builder, node: Node, op: str) -> list[Value | None]:
     out = b.call(op, [x], **attrs)
     if rank == 1:
         out = from_2d(b, out)
-    return [out, None]
+    return [out, indices]
+
+
+def _max_indices(b: Builder, x: Value, kernel: list[int], strides: list[int], dilations: list[int],
+                 pads: list[int], ceil_mode: bool, storage_order: int) -> Value:
+    """MaxPool's Indices output: for each window, the flat index into x of its first largest
+    element (row-major window order, as onnx.reference and onnxruntime), the spatial part in
+    row-major (`storage_order` 0) or column-major (1) order.
+
+    Each of the ∏kernel window taps is a strided slice of x padded with the lowest value; the
+    `argmax` over the stacked taps picks a tap, and a constant table maps (tap, window) to the
+    tap's flat position in the input."""
+    n, c, *sizes = x.shape
+    rank = len(sizes)
+    outs = [pooled_size(size, pads[i], pads[i + rank], k, s, d, ceil_mode)
+            for i, (size, k, s, d) in enumerate(zip(sizes, kernel, strides, dilations))]
+    after = [max(0, (o - 1) * s + (k - 1) * d + 1 - size - lo)
+             for o, s, k, d, size, lo in zip(outs, strides, kernel, dilations, sizes, pads[:rank])]
+    lowest = -np.inf if x.dtype.startswith("float") else np.iinfo(x.dtype).min
+    padded = b.call("nn.pad", [x, scalar(b, lowest, x.dtype)],
+                    pad_width=((0, 0), (0, 0)) + tuple(zip(pads[:rank], after)))
+    taps, table = [], []
+    order = np.arange(math.prod(sizes), dtype=np.int64).reshape(sizes if not storage_order else sizes[::-1])
+    flat = order if not storage_order else order.transpose()
+    for offset in np.ndindex(*kernel):
+        begin = [k * d for k, d in zip(offset, dilations)]
+        tap = b.call("strided_slice", [padded], begin=(0, 0) + tuple(begin),
+                     end=(n, c) + tuple(lo + (o - 1) * s + 1 for lo, o, s in zip(begin, outs, strides)),
+                     strides=(1, 1) + tuple(strides))
+        taps.append(b.call("expand_dims", [tap], axis=2))
+        where = np.meshgrid(*[np.arange(o) * s + k * d - lo for o, s, k, d, lo in
+                              zip(outs, strides, offset, dilations, pads[:rank])], indexing="ij")
+        inside = np.all([(p >= 0) & (p < size) for p, size in zip(where, sizes)], axis=0)
+        table.append(np.where(inside, flat[tuple(np.clip(p, 0, size - 1) for p, size in zip(where, sizes))], 0))
+    stacked = taps[0] if len(taps) == 1 else b.call("concatenate", [b.tuple(taps)], axis=2)
+    choice = b.call("argmax", [stacked], axis=(2,), keepdims=True)
+    choice = choice if choice.dtype == "int64" else b.call("cast", [choice], dtype="int64")
+    positions = broadcast_to(b, b.const(np.stack(table)[None, None]), (n, c, len(table)) + tuple(outs))
+    spatial = b.call("squeeze", [b.call("gather", [positions, choice], axis=2)], axis=(2,))
+    planes = (np.arange(n * c, dtype=np.int64) * math.prod(sizes)).reshape((n, c) + (1,) * rank)
+    return b.call("add", [spatial, b.const(planes)])
 
 
 def _pool3d(b: Builder, node: Node, op: str, x: Value, kernel: list[int], strides: list[int],
@@ -360,8 +401,6 @@ def _pool3d(b: Builder, node: Node, op: str, x: Value, kernel: list[int], stride
 
 @converter("MaxPool")
 def _max_pool(b: Builder, node: Node) -> list[Value | None]:
-    if int(node.attr("storage_order", 0)) and node.used_outputs[1:2] == [True]:
-        raise Unsupported("storage_order")
     return _pool(b, node, "nn.max_pool2d")
 
 
