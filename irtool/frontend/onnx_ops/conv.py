@@ -419,3 +419,34 @@ def _global_pool(b: Builder, node: Node) -> list[Value | None]:
         raise Unsupported(f"global pooling of a rank-{x.ndim} tensor")
     op = "mean" if node.op_type == "GlobalAveragePool" else "max"
     return [b.call(op, [x], axis=tuple(range(2, x.ndim)), keepdims=True)]
+
+
+@converter("MaxUnpool")
+def _max_unpool(b: Builder, node: Node) -> list[Value | None]:
+    """Each value of X written at its flat index (MaxPool's Indices) into zeros of the unpooled
+    shape, one `scatter_elements` over the flattened output."""
+    x, indices = required(node, 0, "X"), required(node, 1, "I")
+    rank = x.ndim - 2
+    kernel = int_list(node.attr("kernel_shape"))
+    strides = int_list(node.attr("strides")) or [1] * rank
+    pads = int_list(node.attr("pads")) or [0] * (2 * rank)
+    if rank < 1 or len(kernel) != rank or len(strides) != rank or len(pads) != 2 * rank:
+        raise Unsupported(f"a {x.tensor} input with kernel_shape {kernel}, strides {strides}, pads {pads}")
+    if indices.shape != x.shape:
+        raise Unsupported(f"indices of shape {indices.shape} for X of shape {x.shape}")
+    shape = tuple(x.shape[:2]) + tuple((size - 1) * s - lo - hi + k for size, s, lo, hi, k in
+                                       zip(x.shape[2:], strides, pads[:rank], pads[rank:], kernel))
+    given = node.input(2)
+    target = shape if given is None else tuple(int_list(b.static(given, "output_shape")))
+    if len(target) != len(shape) or any(t < d for t, d in zip(target, shape)):
+        raise Unsupported(f"output_shape {list(target)} is smaller than the inferred {list(shape)}")
+    wide = indices if indices.dtype == "int64" else b.call("cast", [indices], dtype="int64")
+    zeros = b.call("zeros", [], shape=(math.prod(shape),), dtype=x.dtype)
+    flat = b.call("scatter_elements", [zeros, reshaped(b, wide, (math.prod(x.shape),)),
+                                       reshaped(b, x, (math.prod(x.shape),))], axis=0)
+    out = reshaped(b, flat, shape)
+    if target == shape:
+        return [out]
+    # A larger output_shape: the unpooled values at its origin, zeros after them (onnx.reference,
+    # whose results the node tests expect; onnxruntime reads the indices in output_shape instead).
+    return [b.call("nn.pad", [out, scalar(b, 0, x.dtype)], pad_width=tuple((0, t - d) for t, d in zip(target, shape)))]
