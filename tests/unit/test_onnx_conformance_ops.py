@@ -18,13 +18,7 @@ from irtool.eval.interpreter import run_function  # noqa: E402
 from irtool.frontend.onnx import import_model  # noqa: E402
 from irtool.frontend.onnx_backend import InterpreterBackend, NativeBackend  # noqa: E402
 from support.onnx_graphs import build, check  # noqa: E402
-
-RNG = np.random.default_rng(14)
-N = helper.make_node
-
-
-def rand(*shape: int) -> np.ndarray:
-    return RNG.standard_normal(shape).astype(np.float32)
+from test_onnx_ops import N, rand  # noqa: E402
 
 
 def run(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
