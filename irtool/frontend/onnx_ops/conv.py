@@ -1,4 +1,5 @@
-"""Convolutions (1-d to 3-d, grouped, dilated, transposed) and pooling.
+"""Convolutions (1-d to 3-d, grouped, dilated, transposed), Col2Im (a transposed convolution),
+pooling (MaxPool's Indices too) and MaxUnpool.
 
 2-d is native (`nn.conv2d`, `nn.max_pool2d`, ...); 1-d inserts a unit height; 3-d slices the
 depth axis into the batch and sums or reduces the 2-d results along depth.
@@ -185,7 +186,7 @@ def conv_transpose(b: Builder, x: Value, w: Value, groups: int, strides: list[in
         x, w = as_2d(b, x), as_2d(b, w)
         kernel, strides, dilations, out_pad = [1] + kernel, [1] + strides, [1] + dilations, [0] + out_pad
         pads = [0, pads[0], 0, pads[1]]
-    x = transpose_input(b, x, strides, [d * (k - 1) - p for d, k, p in zip(dilations, kernel, pads[:len(kernel)])],
+    x = _spread_and_pad(b, x, strides, [d * (k - 1) - p for d, k, p in zip(dilations, kernel, pads[:len(kernel)])],
                         [d * (k - 1) - p + e for d, k, p, e in zip(dilations, kernel, pads[len(kernel):], out_pad)])
     cin, mg = w.shape[:2]
     weight = reshaped(b, w, (groups, cin // groups, mg) + tuple(kernel))
@@ -201,7 +202,7 @@ def conv_transpose(b: Builder, x: Value, w: Value, groups: int, strides: list[in
     return from_2d(b, out) if rank == 1 else out
 
 
-def transpose_input(b: Builder, x: Value, strides: Sequence[int], before: Sequence[int],
+def _spread_and_pad(b: Builder, x: Value, strides: Sequence[int], before: Sequence[int],
                     after: Sequence[int]) -> Value:
     """The input of a transposed convolution's plain convolution: x spread out by `strides`
     (stride − 1 zeros between neighbours), then padded by `before`/`after` per spatial axis
