@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from irtool.analysis.unify import substitute
+from irtool.codegen.boxes import (DATA, DIMS, NEW_BOX, STATUS_SHAPE_MISMATCH, element_align, header_bytes,
+                                  row_bytes)
 from irtool.codegen.objects import (ADT_FIELDS, ALLOC, CLOSURE_FIELDS, CODE, MAX_STACK_FRAME, REF_FIELDS, RELEASE,
                                     STATUS_NO_MATCH, STATUS_STACK_OVERFLOW, TAG, Leaf, Obj, field_offsets,
                                     inline_align, leaves_of, nbytes)
@@ -25,7 +27,7 @@ from irtool.core.diagnostics import DiagnosticError
 from irtool.ir.adt import Constructor, Pattern, PatternConstructor, PatternTuple, PatternVar
 from irtool.ir.expr import (Call, Constant, Expr, Function, GlobalVar, If, Let, Match, Op, RefCreate, RefRead,
                             RefWrite, Tuple, TupleGetItem, Var)
-from irtool.ir.signature import num_outputs
+from irtool.ir.signature import batch_flags, num_outputs
 from irtool.ir.tir import PrimFunc
 from irtool.ir.types import FuncType, RefType, TensorType, TupleType, Type, TypeCall, TypeVar, type_parts, type_to_text
 from irtool.ir.visitor import free_vars
@@ -723,8 +725,7 @@ class FunctionBuilder:
                 if name == "memory.kill":
                     self.done(node, (), dests)
                 elif name == "reshape":
-                    lv = value[0]
-                    self.done(node, (LV(lv.value, self.leaves(node)[0], lv.align),), dests)
+                    self.done(node, (self.reshape(node, value[0]),), dests)
                 else:
                     self.done(node, value, dests)
             self.push(view)
@@ -741,12 +742,101 @@ class FunctionBuilder:
             raise self.error(f"@{name} takes {len(func.params)} buffers ({k} outputs) but is called with "
                              f"{len(inputs)} inputs", node)
         out_leaves = self.leaves(node)
+        flags = batch_flags(func)
+        if any(flags):
+            return self.rows_call(name, func, inputs, out_leaves, flags)
         outs = [d if d is not None else self.temp(leaf)  # type: ignore[arg-type]
                 for leaf, d in zip(out_leaves, dests if dests is not None else [None] * len(out_leaves))]
         self.prog.kernel(name, [lv.align for lv in inputs + outs])
         call_args = ", ".join(f"ptr {lv.value}" for lv in inputs + outs)
         self.check_status(self.emit(f"call i32 @{self.prog.kernel_symbol(name)}({call_args})"))
         return tuple(outs)
+
+    def rows_call(self, name: str, func: PrimFunc, inputs: list[LV], out_leaves: tuple[Leaf, ...],
+                  flags: tuple[int, ...]) -> Value:
+        """A batch-1 kernel over the run-time batch `n` of its batched inputs (which must agree):
+        the `(n, ...)` results are new boxes, the kernel runs once per row."""
+        n: str | None = None
+        pointers: list[str] = []
+        for lv, flag in zip(inputs, flags):
+            if not flag:
+                pointers.append(lv.value)
+                continue
+            data, rows = self.box_data(lv), self.box_dim(lv, 0)
+            if n is None:
+                n = rows
+            else:
+                self.fail_if(self.emit(f"icmp ne i64 {n}, {rows}"), STATUS_SHAPE_MISMATCH)
+            pointers.append(data)
+        assert n is not None
+        outs: list[LV] = []
+        for leaf in out_leaves:
+            assert isinstance(leaf, Obj) and isinstance(leaf.rtype, TensorType)
+            box = self.new_box(leaf, [n, *(str(d) for d in leaf.rtype.shape[1:])])
+            outs.append(box)
+            pointers.append(self.box_data(box))
+        buffers = [TensorType(b.shape, b.dtype) for b in func.params]
+        self.prog.kernel(name, [element_align(b) for b in buffers])
+        symbol = self.prog.rows_symbol(name, flags, [row_bytes(b) for b in buffers])
+        call_args = ", ".join(["i64 " + n, *(f"ptr {p}" for p in pointers)])
+        self.check_status(self.emit(f"call i32 @{symbol}({call_args})"))
+        return tuple(outs)
+
+    # -- boxes (tensors of dynamic shape)
+    def box_data(self, box: LV) -> str:
+        return self.emit(f"load ptr, ptr {self.field_ptr(box.value, DATA)}, align 8")
+
+    def box_dim(self, box: LV, axis: int) -> str:
+        return self.emit(f"load i64, ptr {self.field_ptr(box.value, DIMS + 8 * axis)}, align 8")
+
+    def new_box(self, leaf: Obj, dims: list[str]) -> LV:
+        """A box (held by this activation) of `dims` (i64 values) with room for its data."""
+        t = leaf.rtype
+        assert isinstance(t, TensorType)
+        count = "1"
+        for d in dims:
+            count = self.emit(f"mul nsw i64 {count}, {d}")
+        size = self.emit(f"mul nsw i64 {count}, {max(1, element_bytes(t.dtype))}")
+        box = self.emit(f"call ptr @{NEW_BOX}(i64 {header_bytes(len(dims))}, i64 {size}, ptr null, "
+                        f"ptr @{self.prog.box_drop()})")
+        self.fail_if(self.emit(f"icmp eq ptr {box}, null"), STATUS_OUT_OF_MEMORY)
+        for axis, d in enumerate(dims):
+            self.do(f"store i64 {d}, ptr {self.field_ptr(box, DIMS + 8 * axis)}, align 8")
+        return self.hold(box, leaf)
+
+    def box_elements(self, box: LV) -> str:
+        t = box.leaf.rtype  # type: ignore[union-attr]
+        count = "1"
+        for axis in range(len(t.shape)):
+            count = self.emit(f"mul nsw i64 {count}, {self.box_dim(box, axis)}")
+        return count
+
+    def reshape(self, node: Call, src: LV) -> LV:
+        """`reshape` of or to a box: a static result views the box's data once its size is
+        checked; a dynamic one is a new box with the one `?` sized from the element count."""
+        out = self.leaves(node)[0]
+        if not isinstance(src.leaf, Obj):
+            if isinstance(out, Obj):
+                raise self.error("unsupported: a reshape of a static tensor to a dynamic shape", node)
+            return LV(src.value, out, src.align)
+        count = self.box_elements(src)
+        if isinstance(out, TensorType):
+            self.fail_if(self.emit(f"icmp ne i64 {count}, {int(np.prod(out.shape, dtype=np.int64))}"),
+                         STATUS_SHAPE_MISMATCH)
+            return LV(self.box_data(src), out, element_align(out))
+        t = out.rtype
+        assert isinstance(t, TensorType)
+        static = int(np.prod([d for d in t.shape if isinstance(d, int)], dtype=np.int64))
+        if sum(not isinstance(d, int) for d in t.shape) != 1 or static == 0:
+            raise self.error(f"unsupported: a reshape to {type_to_text(t)} (one `?` and no empty axis)", node)
+        self.fail_if(self.emit(f"icmp ne i64 {self.emit(f'srem i64 {count}, {static}')}, 0"), STATUS_SHAPE_MISMATCH)
+        unknown = self.emit(f"sdiv i64 {count}, {static}")
+        box = self.new_box(out, [str(d) if isinstance(d, int) else unknown for d in t.shape])
+        size = self.emit(f"mul nsw i64 {count}, {max(1, element_bytes(t.dtype))}")
+        self.prog.ctx.declare("llvm.memcpy.p0.p0.i64", "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)")
+        self.do(f"call void @llvm.memcpy.p0.p0.i64(ptr align 1 {self.box_data(box)}, ptr align 1 "
+                f"{self.box_data(src)}, i64 {size}, i1 false)")
+        return box
 
     def result_args(self, node: Expr, dests: tuple[LV | None, ...] | None) -> tuple[list[LV | str], list[str]]:
         """What a call's result pointers are: tensors' destinations (or temporaries), and owned slots
