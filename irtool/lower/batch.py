@@ -204,10 +204,6 @@ def _check_call(call: Call) -> None:
 def specialise_batch(fn: Function) -> tuple[Function, tuple[int, ...]]:
     """A dynamic fused group at batch 1, type-checked, and the batch flag of each parameter
     tensor; raises a located error for an operator without a shape function."""
-    for leaf in tensor_leaves(type_of(fn.body)):
-        if not is_batched(leaf):
-            raise DiagnosticError(f"native code: unsupported: a fused group with a result of type {leaf} over a "
-                                  "dynamic batch (every result must keep the batch)", fn.body.span)
     new: dict[int, Expr] = {}
     params: list[Var] = []
     flags: list[int] = []
@@ -237,6 +233,10 @@ def specialise_batch(fn: Function) -> tuple[Function, tuple[int, ...]]:
             raise DiagnosticError(f"native code: unsupported: a {type(node).__name__} in a fused group over a "
                                   "dynamic batch", node.span)
         new[id(node)] = out
+    for leaf in tensor_leaves(type_of(fn.body)):
+        if not is_batched(leaf):
+            raise DiagnosticError(f"native code: unsupported: a fused group with a result of type {leaf} over a "
+                                  "dynamic batch (every result must keep the batch)", fn.body.span)
     one = Function(params, new.get(id(fn.body), fn.body), None, fn.type_params, fn.attrs, fn.span)
     infer_types(one)
     for old, call in calls:

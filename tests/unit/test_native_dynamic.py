@@ -1,0 +1,126 @@
+"""Native code over a dynamic batch (docs/native-relay.md, "Dynamic shapes"): one compiled module
+runs at every batch size, including 1 and 0, and gives the interpreter's answer; an operator
+without a shape function is a located error naming it; run-time shapes that do not fit are
+refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import irtool
+from irtool.core.diagnostics import DiagnosticError
+from irtool.eval.interpreter import flatten_value, run_function
+from irtool.runtime.native import NativeModule
+from irtool.syntax.parser import parse
+from support.dynamic_programs import MLP_AND_RNN
+
+_RNG = np.random.default_rng(7)
+WEIGHTS = {"w1": _RNG.standard_normal((16, 8)).astype(np.float32) * 0.4,
+           "b1": _RNG.standard_normal(16).astype(np.float32) * 0.1,
+           "w2": _RNG.standard_normal((4, 16)).astype(np.float32) * 0.4,
+           "wh": _RNG.standard_normal((16, 16)).astype(np.float32) * 0.3}
+
+
+@pytest.fixture(scope="module")
+def mlp_and_rnn() -> NativeModule:
+    return irtool.build(parse(MLP_AND_RNN, "mlp_rnn.relay"))
+
+
+def _inputs(batch: int, steps: int, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"x": rng.standard_normal((batch, 8)).astype(np.float32),
+            "h0": rng.standard_normal((batch, 16)).astype(np.float32), **WEIGHTS, "n": np.array(steps, np.int32)}
+
+
+def _numpy_reference(inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    x, w1, b1, w2, wh = (inputs[k] for k in ("x", "w1", "b1", "w2", "wh"))
+    y = np.maximum(x @ w1.T + b1, 0) @ w2.T
+    h = inputs["h0"]
+    for _ in range(int(inputs["n"])):
+        h = np.tanh(x @ w1.T + h @ wh.T + b1)
+    return y, h
+
+
+@pytest.mark.parametrize("batch", [0, 1, 2, 5, 33])
+def test_one_module_runs_every_batch_size_like_the_interpreter(mlp_and_rnn: NativeModule, batch: int) -> None:
+    inputs = _inputs(batch, 6, batch)
+    y, h = mlp_and_rnn(**inputs)
+    assert y.shape == (batch, 4) and h.shape == (batch, 16)
+    want_y, want_h = flatten_value(run_function(parse(MLP_AND_RNN, "mlp_rnn.relay"), inputs))
+    np.testing.assert_allclose(y, want_y, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(h, want_h, rtol=1e-5, atol=1e-5)
+    ref_y, ref_h = _numpy_reference(inputs)
+    np.testing.assert_allclose(y, ref_y, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(h, ref_h, rtol=1e-4, atol=1e-4)
+
+
+@settings(max_examples=15, deadline=None)
+@given(batch=st.integers(0, 40), steps=st.integers(0, 12), seed=st.integers(0, 2**16))
+def test_random_batches_and_steps_match_numpy(mlp_and_rnn: NativeModule, batch: int, steps: int, seed: int) -> None:
+    inputs = _inputs(batch, steps, seed)
+    y, h = mlp_and_rnn(**inputs)
+    ref_y, ref_h = _numpy_reference(inputs)
+    np.testing.assert_allclose(y, ref_y, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(h, ref_h, rtol=1e-4, atol=1e-4)
+
+
+def test_shapes_that_do_not_fit_are_refused(mlp_and_rnn: NativeModule) -> None:
+    inputs = _inputs(3, 2)
+    with pytest.raises(DiagnosticError, match=r"input `x` must have shape \(\?, 8\), got \(3, 9\)"):
+        mlp_and_rnn(**{**inputs, "x": np.zeros((3, 9), np.float32)})
+    with pytest.raises(DiagnosticError, match="two batches that must be equal"):
+        mlp_and_rnn(**{**inputs, "h0": np.zeros((2, 16), np.float32)})   # add(x·w, h·w) of 3 and 2 rows
+    with pytest.raises(DiagnosticError, match="use run()"):
+        mlp_and_rnn.run_into((np.zeros((3, 4), np.float32), np.zeros((3, 16), np.float32)), **inputs)
+
+
+OPS = """#[version = "0.0.5"]
+def @main(%x: Tensor[(?, 2, 6, 6), float32], %w: Tensor[(3, 2, 3, 3), float32], %v: Tensor[(?, 5), float32])
+    -> (Tensor[(?, 3), float32], Tensor[(?, 108), float32], Tensor[(?, 5), float32], Tensor[(?, 10), float32],
+        Tensor[(?), float32]) {
+  %0 = nn.conv2d(%x, %w, padding=[1, 1, 1, 1], channels=3, kernel_size=[3, 3]);
+  %1 = nn.relu(%0);
+  %2 = nn.global_avg_pool2d(%1);
+  %3 = nn.batch_flatten(%2);
+  %4 = nn.softmax(%3, axis=1);
+  %5 = reshape(%1, newshape=[-1, 108]);
+  %6 = nn.log_softmax(%v);
+  %7 = concatenate((%v, exp(%v)), axis=1);
+  %8 = sum(%7, axis=[1]);
+  (%4, %5, %6, %7, %8)
+}
+"""
+
+
+@pytest.mark.parametrize("batch", [0, 1, 4])
+def test_convolution_pooling_softmax_reshape_concatenate_and_sums_over_a_batch(batch: int) -> None:
+    mod = parse(OPS, "ops.relay")
+    rng = np.random.default_rng(batch)
+    inputs = {"x": rng.standard_normal((batch, 2, 6, 6)).astype(np.float32),
+              "w": rng.standard_normal((3, 2, 3, 3)).astype(np.float32),
+              "v": rng.standard_normal((batch, 5)).astype(np.float32)}
+    got = irtool.build(mod)(**inputs)
+    if batch == 0:   # the interpreter's batch_flatten cannot reshape an empty batch: shapes only
+        assert [g.shape for g in got] == [(0, 3), (0, 108), (0, 5), (0, 10), (0,)]
+        return
+    want = flatten_value(run_function(parse(OPS, "ops.relay"), inputs))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == np.asarray(w).shape
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("nn.softmax(%x, axis=0)", r"no shape function for `nn.softmax` with a dynamic batch \(axis=0 is the batch axis\)"),
+    ("sum(%x, axis=[0])", r"no shape function for `sum` with a dynamic batch"),
+    ("cumsum(%x, axis=1)", r"no shape function for `cumsum` with a dynamic batch"),
+    ("transpose(%x, axes=[1, 0])", r"unsupported: `transpose` on Tensor\[\(8, \?\), float32\]"),
+])
+def test_an_operator_without_a_shape_function_is_a_located_error(body: str, message: str) -> None:
+    text = f'#[version = "0.0.5"]\ndef @main(%x: Tensor[(?, 8), float32]) {{\n  {body}\n}}\n'
+    with pytest.raises(DiagnosticError, match=message) as info:
+        irtool.build(parse(text, "bad.relay"))
+    assert info.value.span is not None and info.value.span.line == 3
