@@ -63,24 +63,40 @@ fail:
 """
 
 
-def rows_wrapper(symbol: str, kernel: str, flags: tuple[int, ...], rows: list[int]) -> str:
-    """`i32 @symbol(i64 %n, ptr buffers...)`: the batch-1 `kernel` on each of `n` rows, batched
-    buffers (`flags`) stepped by their row's bytes (`rows`), the others passed as they are;
-    the first failing status stops it."""
+def rows_wrapper(symbol: str, kernel: str, flags: tuple[int, ...], rows: list[int],
+                 tile: tuple[str, int] | None) -> str:
+    """`i32 @symbol(i64 %n, ptr buffers...)`: the kernel of `tile = (symbol, rows)` on each whole
+    tile of the `n` rows, then the batch-1 `kernel` on each row left; batched buffers (`flags`)
+    are stepped by their row's bytes (`rows`), the others passed as they are. The first failing
+    status stops it."""
     params = ", ".join(f"ptr %b{k}" for k in range(len(flags)))
-    lines = [f"define internal i32 @{symbol}(i64 %n, {params}) #0 {{", "entry:", "  br label %head", "head:",
-             "  %i = phi i64 [ 0, %entry ], [ %i.next, %next ]", "  %more = icmp slt i64 %i, %n",
-             "  br i1 %more, label %body, label %done", "body:"]
-    args = []
-    for k, (flag, row) in enumerate(zip(flags, rows)):
-        if flag:
-            lines += [f"  %o{k} = mul nsw i64 %i, {row}", f"  %p{k} = getelementptr inbounds i8, ptr %b{k}, i64 %o{k}"]
-            args.append(f"ptr %p{k}")
-        else:
-            args.append(f"ptr %b{k}")
-    lines += [f"  %s = call i32 @{kernel}({', '.join(args)})", "  %bad = icmp ne i32 %s, 0",
-              "  br i1 %bad, label %fail, label %next", "next:", "  %i.next = add nsw i64 %i, 1", "  br label %head",
-              "fail:", "  ret i32 %s", "done:", "  ret i32 0", "}", ""]
+    lines = [f"define internal i32 @{symbol}(i64 %n, {params}) #0 {{", "entry:"]
+
+    def call(callee: str, at: str, tag: str, next_label: str) -> list[str]:
+        out, args = [], []
+        for k, (flag, row) in enumerate(zip(flags, rows)):
+            if flag:
+                out += [f"  %{tag}o{k} = mul nsw i64 {at}, {row}",
+                        f"  %{tag}p{k} = getelementptr inbounds i8, ptr %b{k}, i64 %{tag}o{k}"]
+                args.append(f"ptr %{tag}p{k}")
+            else:
+                args.append(f"ptr %b{k}")
+        return out + [f"  %{tag}s = call i32 @{callee}({', '.join(args)})", f"  %{tag}bad = icmp ne i32 %{tag}s, 0",
+                      f"  br i1 %{tag}bad, label %{tag}fail, label %{next_label}", f"{tag}fail:", f"  ret i32 %{tag}s"]
+
+    start = "0"
+    if tile is not None:
+        name, size = tile
+        lines += ["  br label %thead", "thead:", "  %t = phi i64 [ 0, %entry ], [ %t.end, %tnext ]",
+                  f"  %t.end = add nsw i64 %t, {size}", "  %tfits = icmp sle i64 %t.end, %n",
+                  "  br i1 %tfits, label %tbody, label %rows", "tbody:", *call(name, "%t", "t", "tnext"),
+                  "tnext:", "  br label %thead", "rows:"]
+        start = "%t"
+    pred = "rows" if tile is not None else "entry"
+    lines += ["  br label %head", "head:", f"  %i = phi i64 [ {start}, %{pred} ], [ %i.next, %next ]",
+              "  %more = icmp slt i64 %i, %n", "  br i1 %more, label %body, label %done", "body:",
+              *call(kernel, "%i", "r", "next"), "next:", "  %i.next = add nsw i64 %i, 1", "  br label %head",
+              "done:", "  ret i32 0", "}", ""]
     return "\n".join(lines)
 
 

@@ -60,6 +60,12 @@ def is_dataflow_main(mod: IRModule) -> bool:
     return all(id(n) in kernels for n in nodes if isinstance(n, GlobalVar))
 
 
+def main_result(main: Function) -> Type | None:
+    """`main`'s declared result type (its body's may be more precise: a static shape for a `?`)."""
+    t = main.checked_type
+    return t.ret_type if isinstance(t, FuncType) else main.body.checked_type
+
+
 def _param_leaves(p: Var) -> tuple[Leaf, ...]:
     t = p.checked_type or p.type_annotation
     try:
@@ -178,11 +184,12 @@ class ProgramBuilder:
     def kernel_symbol(self, name: str) -> str:
         return f"{self.prefix}_{sanitize(name)}"
 
-    def rows_symbol(self, name: str, flags: tuple[int, ...], rows: list[int]) -> str:
-        """The wrapper running the batch-1 kernel `name` over the rows of a run-time batch."""
+    def rows_symbol(self, name: str, flags: tuple[int, ...], rows: list[int], tile: tuple[str, int] | None) -> str:
+        """The wrapper running the batch-1 kernel `name` (after its `tile` kernel) over the rows of
+        a run-time batch."""
         symbol = f"{self.kernel_symbol(name)}.rows"
         if symbol not in self.row_wrappers:
-            self.row_wrappers[symbol] = rows_wrapper(symbol, self.kernel_symbol(name), flags, rows)
+            self.row_wrappers[symbol] = rows_wrapper(symbol, self.kernel_symbol(name), flags, rows, tile)
         return symbol
 
     def box_drop(self) -> str:
@@ -199,9 +206,10 @@ class ProgramBuilder:
                     raise DiagnosticError(f"native code: main's parameter %{p.name_hint} has type "
                                           f"{type_to_text(p.checked_type or p.type_annotation)}; the C ABI takes "
                                           "tensors and tuples of tensors", p.span)
-        for leaf in leaves_of(main.body.checked_type, main.span):
+        result = main_result(main)
+        for leaf in leaves_of(result, main.span):
             if isinstance(leaf, Obj) and not is_box(leaf):
-                raise DiagnosticError(f"native code: main returns {type_to_text(main.body.checked_type)}; the C ABI "
+                raise DiagnosticError(f"native code: main returns {type_to_text(result)}; the C ABI "
                                       "returns tensors and tuples of tensors", main.span)
         entry = self.global_instance("main", {}, main.span)
         while self.queue:
@@ -210,7 +218,7 @@ class ProgramBuilder:
         inputs = tensor_specs(list(main.params), [[leaf.rtype if isinstance(leaf, Obj) else leaf  # a box's type
                                                    for leaf in leaves_of(p.checked_type, p.span)]
                                                   for p in main.params])  # type: ignore[misc]
-        outputs = output_specs(main.body.checked_type, main.span)
+        outputs = output_specs(result, main.span)
         deep = self.may_recurse(entry.symbol)
         self.defines.append(self.entry_points(entry, inputs, outputs, deep))
         return inputs, outputs, deep
@@ -324,7 +332,7 @@ def generate_functions_module(mod: IRModule, prefix: str, options: TargetOptions
         kernels.append(BOX_RUNTIME_TEXT)
     if any(spec.dynamic for spec in outputs):
         kernels.append(free_function(prefix))
-    abi = ABI(prefix, inputs, outputs, 0, main.body.checked_type, list(ctx.assert_messages))
+    abi = ABI(prefix, inputs, outputs, 0, main_result(main), list(ctx.assert_messages))
     header = f"; irtool-llc module `{prefix}` (functions)"
     tail = [*sorted(ctx.declarations.values()), "", *_attribute_groups(options.function_attributes()), "",
             *ctx.metadata, ""]

@@ -27,7 +27,7 @@ from irtool.core.diagnostics import DiagnosticError
 from irtool.ir.adt import Constructor, Pattern, PatternConstructor, PatternTuple, PatternVar
 from irtool.ir.expr import (Call, Constant, Expr, Function, GlobalVar, If, Let, Match, Op, RefCreate, RefRead,
                             RefWrite, Tuple, TupleGetItem, Var)
-from irtool.ir.signature import batch_flags, num_outputs
+from irtool.ir.signature import BATCH_TILE_KERNEL, BATCH_TILE_ROWS, batch_flags, num_outputs
 from irtool.ir.tir import PrimFunc
 from irtool.ir.types import FuncType, RefType, TensorType, TupleType, Type, TypeCall, TypeVar, type_parts, type_to_text
 from irtool.ir.visitor import free_vars
@@ -125,6 +125,8 @@ class FunctionBuilder:
         self.param_values: list[str] = []
         self.carry_offsets: dict[int, tuple[int, int]] = {}
         self.carry_size = 0
+        self.results: tuple[Leaf, ...] = ()
+        self.result_dests: tuple[LV | None, ...] = ()
 
     # -- emission helpers
     def emit(self, text: str) -> str:
@@ -225,7 +227,7 @@ class FunctionBuilder:
         out = []
         for lv, d in zip(value, dests):
             if d is not None:
-                self.memcpy(d, lv)
+                self.memcpy(d, self.coerce(lv, d.leaf))
                 out.append(d)
             else:
                 out.append(lv)
@@ -239,8 +241,28 @@ class FunctionBuilder:
     def field_ptr(self, obj: str, offset: int) -> str:
         return self.emit(f"getelementptr inbounds i8, ptr {obj}, i64 {offset}")
 
-    def store_leaves(self, obj: str, value: Value, offsets: list[int]) -> None:
-        """Copies a value into an object: tensors inline, object references retained."""
+    def coerce(self, lv: LV, want: Leaf) -> LV:
+        """`lv` as a leaf of the type a place expects, where a static and a dynamic shape meet (`?`
+        unifies with any size): a static tensor where a box is expected is copied into a new one;
+        a box where a static tensor is expected is its data, once its size is checked."""
+        if isinstance(want, Obj) and isinstance(want.rtype, TensorType) and isinstance(lv.leaf, TensorType):
+            box = self.new_box(Obj(lv.leaf), [str(d) for d in lv.leaf.shape])
+            self.memcpy(LV(self.box_data(box), lv.leaf, element_align(lv.leaf)), lv)
+            return LV(box.value, want, 8)
+        if isinstance(want, TensorType) and isinstance(lv.leaf, Obj) and isinstance(lv.leaf.rtype, TensorType):
+            for axis, d in enumerate(want.shape):
+                self.fail_if(self.emit(f"icmp ne i64 {self.box_dim(lv, axis)}, {d}"), STATUS_SHAPE_MISMATCH)
+            return LV(self.box_data(lv), want, element_align(want))
+        return lv
+
+    def coerce_all(self, value: Value, want: tuple[Leaf, ...]) -> Value:
+        return tuple(self.coerce(lv, leaf) for lv, leaf in zip(value, want))
+
+    def store_leaves(self, obj: str, value: Value, offsets: list[int], leaves: tuple[Leaf, ...] | None = None) -> None:
+        """Copies a value into an object (as the object's `leaves`, when given): tensors inline,
+        object references retained."""
+        if leaves is not None:
+            value = self.coerce_all(value, leaves)
         for lv, off in zip(value, offsets):
             ptr = self.field_ptr(obj, off)
             if isinstance(lv.leaf, Obj):
@@ -282,7 +304,10 @@ class FunctionBuilder:
             bound.append((p, leaves))
             self.param_leaves.extend(leaves)
         params += [f"ptr %a{k}" for k in range(len(self.param_leaves))]
-        results = leaves_of(self.type_of(func.body), func.body.span)
+        # The declared result type: the body's may be more precise (a static shape for a `?`).
+        fn_t = func.checked_type
+        ret = substitute(fn_t.ret_type, inst.subst) if isinstance(fn_t, FuncType) else self.type_of(func.body)
+        results = self.results = leaves_of(ret, func.body.span)
         params += [f"ptr %r{k}" for k in range(len(results))]
         self.start("top")
         k = 0
@@ -299,6 +324,7 @@ class FunctionBuilder:
             self.bind_captures()
         dests = tuple(None if isinstance(leaf, Obj) else LV(f"%r{j}", leaf, max(1, element_bytes(leaf.dtype)))
                       for j, leaf in enumerate(results))
+        self.result_dests = dests
         self.tasks.append(self.finish_body)
         self.tasks.append(lambda: self.eval(func.body, dests))
         while self.tasks:
@@ -310,6 +336,7 @@ class FunctionBuilder:
         value = self.vals.pop()
         if not self.open:   # the body ended in a self tail call
             return
+        value = self.deliver(self.coerce_all(value, self.results), self.result_dests)
         for j, lv in enumerate(value):
             if isinstance(lv.leaf, Obj):
                 self.retain(lv.value)
@@ -496,7 +523,7 @@ class FunctionBuilder:
             self.recursive_lets[id(node.value)] = node.var
 
         def body() -> None:
-            self.bind(node.var, self.vals.pop())
+            self.bind(node.var, self.coerce_all(self.vals.pop(), self.leaves(node.var)))
             self.push(lambda: self.bind(node, self.vals[-1]))
             self.push(lambda: self.eval(node.body, dests))
         self.push(body)
@@ -547,6 +574,7 @@ class FunctionBuilder:
         def end() -> None:
             value = self.vals.pop()
             if self.open:
+                value = self.deliver(self.coerce_all(value, self.leaves(node)), places)
                 for lv, slot in zip(value, slots):
                     if slot:
                         self.retain(lv.value)
@@ -661,7 +689,8 @@ class FunctionBuilder:
             if inst is self.inst and id(node) in self.tail:
                 self.eval_tail_call(node)
                 return
-            args_then(lambda args: self.call_instance(node, inst.symbol, "null", args, dests))
+            args_then(lambda args: self.call_instance(node, inst.symbol, "null", args, dests,
+                                                      params=self.instance_params(inst)))
         elif isinstance(op, Constructor):
             args_then(lambda args: self.done(node, (self.construct(node, op, args),), dests))
         elif isinstance(op, Function) and not op.is_primitive:
@@ -716,7 +745,8 @@ class FunctionBuilder:
             subst = self.prog.instantiate(callee, arg_types, self.type_of(node), node.span,
                                           f"function @{target.name_hint}")
             inst = self.prog.global_instance(target.name_hint, subst, node.span)
-            self.push(lambda: self.call_instance(node, inst.symbol, "null", [self.vals.pop()], dests))
+            self.push(lambda: self.call_instance(node, inst.symbol, "null", [self.vals.pop()], dests,
+                                                 params=self.instance_params(inst)))
             self.push(lambda: self.eval(packed, None))
             return
         if name in VIEW_OPS or name == "memory.kill":
@@ -776,8 +806,14 @@ class FunctionBuilder:
             outs.append(box)
             pointers.append(self.box_data(box))
         buffers = [TensorType(b.shape, b.dtype) for b in func.params]
-        self.prog.kernel(name, [element_align(b) for b in buffers])
-        symbol = self.prog.rows_symbol(name, flags, [row_bytes(b) for b in buffers])
+        aligns = [element_align(b) for b in buffers]
+        self.prog.kernel(name, aligns)
+        tile_name, tile_rows = func.attrs.get(BATCH_TILE_KERNEL), func.attrs.get(BATCH_TILE_ROWS)
+        tile = None
+        if isinstance(tile_name, str) and isinstance(tile_rows, int):
+            self.prog.kernel(tile_name, aligns)
+            tile = (self.prog.kernel_symbol(tile_name), tile_rows)
+        symbol = self.prog.rows_symbol(name, flags, [row_bytes(b) for b in buffers], tile)
         call_args = ", ".join(["i64 " + n, *(f"ptr {p}" for p in pointers)])
         self.check_status(self.emit(f"call i32 @{symbol}({call_args})"))
         return tuple(outs)
@@ -848,8 +884,13 @@ class FunctionBuilder:
         return out, [o if isinstance(o, str) else o.value for o in out]
 
     def call_instance(self, node: Call, symbol: str, env: str, args: list[Value],
-                      dests: tuple[LV | None, ...] | None, known: str | None = None) -> None:
+                      dests: tuple[LV | None, ...] | None, known: str | None = None,
+                      params: tuple[Leaf, ...] | None = None) -> None:
+        """A call of a function instance (`params`: its parameters' leaves, when they may differ
+        from the arguments' in where shapes are dynamic)."""
         flat = [lv for v in args for lv in v]
+        if params is not None:
+            flat = list(self.coerce_all(tuple(flat), params))
         self.callees.add(symbol)
         places, pointers = self.result_args(node, dests)
         call_args = ", ".join(["ptr %ctx", f"ptr {env}", *(f"ptr {lv.value}" for lv in flat),
@@ -864,13 +905,21 @@ class FunctionBuilder:
                 out.append(place)
         self.done(node, tuple(out), None)
 
+    def instance_params(self, inst: Instance) -> tuple[Leaf, ...]:
+        return tuple(leaf for p in inst.func.params
+                     for leaf in leaves_of(substitute(p.checked_type or p.type_annotation, inst.subst)  # type: ignore[arg-type]
+                                           if inst.subst else (p.checked_type or p.type_annotation), p.span))
+
     def call_closure(self, node: Call, callee: LV, args: list[Value], dests: tuple[LV | None, ...] | None) -> None:
+        fn_t = callee.leaf.rtype if isinstance(callee.leaf, Obj) else None
+        params = tuple(leaf for t in fn_t.arg_types for leaf in leaves_of(t, node.span)) \
+            if isinstance(fn_t, FuncType) and not fn_t.type_params else None
         if callee.code is not None:
-            self.call_instance(node, callee.code, callee.value, args, dests)
+            self.call_instance(node, callee.code, callee.value, args, dests, params=params)
             return
         self.prog.calls_closures.add(self.inst.symbol)
         code = self.emit(f"load ptr, ptr {self.field_ptr(callee.value, CODE)}, align 8")
-        self.call_instance(node, "", callee.value, args, dests, known=code)
+        self.call_instance(node, "", callee.value, args, dests, known=code, params=params)
 
     def eval_tail_call(self, node: Call) -> None:
         """A self tail call: the arguments become the parameters of the next iteration. Each
@@ -900,7 +949,7 @@ class FunctionBuilder:
             arg_dests.append(tuple(mine))
 
         def jump() -> None:
-            args = [lv for v in self.take(len(node.args)) for lv in v]
+            args = self.coerce_all(tuple(lv for v in self.take(len(node.args)) for lv in v), tuple(self.param_leaves))
             for j, (lv, place) in enumerate(zip(args, places)):
                 if isinstance(lv.leaf, Obj):
                     self.retain(lv.value)
@@ -949,7 +998,7 @@ class FunctionBuilder:
         drop = self.prog.drop(("adt", leaves), leaves, offsets)
         obj = self.alloc(size, drop)
         self.do(f"store i32 {ctor.tag}, ptr {self.field_ptr(obj, TAG)}, align 4")
-        self.store_leaves(obj, tuple(lv for v in args for lv in v), offsets)
+        self.store_leaves(obj, tuple(lv for v in args for lv in v), offsets, leaves)
         return self.hold(obj, Obj(adt))
 
     def closure(self, func: Function) -> LV:

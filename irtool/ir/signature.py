@@ -9,6 +9,9 @@ from irtool.ir.types import Any, FuncType, TensorType, TupleType, Type
 # (inputs, constants, outputs), 1 when its axis 0 is the run-time batch, which codegen steps
 # row by row, 0 when every row shares it.
 BATCH_BUFFERS = "batch_buffers"
+# On a batch-1 kernel: the name of the same group's kernel at `batch_tile_rows` rows, which runs
+# first on whole tiles of the batch.
+BATCH_TILE_KERNEL, BATCH_TILE_ROWS = "batch_tile", "batch_tile_rows"
 
 def num_outputs(func: PrimFunc) -> int:
     """How many trailing parameters are outputs (the `num_outputs` attribute; 1 by default)."""

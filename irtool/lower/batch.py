@@ -17,12 +17,12 @@ from collections.abc import Callable, Mapping
 
 from irtool.analysis.typecheck import infer_types
 from irtool.core.diagnostics import DiagnosticError
-from irtool.ir.signature import BATCH_BUFFERS, num_outputs
+from irtool.ir.signature import BATCH_BUFFERS, BATCH_TILE_KERNEL, BATCH_TILE_ROWS, num_outputs
 from irtool.ir.tir import PrimFunc
-from irtool.ir.expr import Call, Constant, Expr, Function, Op, Tuple, TupleGetItem, Var
+from irtool.ir.expr import AttrValue, Call, Constant, Expr, Function, Op, Tuple, TupleGetItem, Var
 from irtool.ir.types import Any, TensorType, TupleType, Type
 from irtool.ir.visitor import post_order
-from irtool.lower.primitive import type_of
+from irtool.lower.primitive import lower_primitive, type_of
 from irtool.ops.registry import OpPattern, get_op
 
 Attrs = Mapping[str, object]
@@ -48,13 +48,19 @@ def is_dynamic(fn: Function) -> bool:
     return any(not leaf.is_static for t in types for leaf in tensor_leaves(t))
 
 
-def at_batch_one(t: Type) -> Type:
-    """`t` with every `?` made 1."""
+def at_batch(t: Type, rows: int) -> Type:
+    """`t` with every `?` made `rows`."""
     if isinstance(t, TupleType):
-        return TupleType(tuple(at_batch_one(f) for f in t.fields))
+        return TupleType(tuple(at_batch(f, rows) for f in t.fields))
     if isinstance(t, TensorType) and not t.is_static:
-        return TensorType(tuple(1 if isinstance(d, Any) else d for d in t.shape), t.dtype)
+        return TensorType(tuple(rows if isinstance(d, Any) else d for d in t.shape), t.dtype)
     return t
+
+
+# Rows of the second kernel of a batched group, which runs `n // BATCH_TILE` times before the
+# batch-1 kernel takes the rest: enough rows for the dense schedules to tile across them (with
+# 8, a dense still takes its matrix-vector schedule; benchmarks/README.md, "Dynamic shapes").
+BATCH_TILE = 32
 
 
 def buffer_flags(param_flags: tuple[int, ...], func: PrimFunc) -> tuple[int, ...]:
@@ -201,8 +207,8 @@ def _check_call(call: Call) -> None:
                               call.span)
 
 
-def specialise_batch(fn: Function) -> tuple[Function, tuple[int, ...]]:
-    """A dynamic fused group at batch 1, type-checked, and the batch flag of each parameter
+def specialise_batch(fn: Function, rows: int = 1) -> tuple[Function, tuple[int, ...]]:
+    """A dynamic fused group at batch `rows`, type-checked, and the batch flag of each parameter
     tensor; raises a located error for an operator without a shape function."""
     new: dict[int, Expr] = {}
     params: list[Var] = []
@@ -214,7 +220,7 @@ def specialise_batch(fn: Function) -> tuple[Function, tuple[int, ...]]:
                 raise DiagnosticError(f"native code: unsupported: a parameter of type {leaf}: only the leading "
                                       "axis may be dynamic (a batch)", p.span)
             flags.append(int(is_batched(leaf)))
-        q = Var(p.name_hint, at_batch_one(t), p.span)
+        q = Var(p.name_hint, at_batch(t, rows), p.span)
         params.append(q)
         new[id(p)] = q
     calls: list[tuple[Call, Call]] = []
@@ -240,8 +246,20 @@ def specialise_batch(fn: Function) -> tuple[Function, tuple[int, ...]]:
     one = Function(params, new.get(id(fn.body), fn.body), None, fn.type_params, fn.attrs, fn.span)
     infer_types(one)
     for old, call in calls:
-        if call.checked_type != at_batch_one(type_of(old)):
+        if call.checked_type != at_batch(type_of(old), rows):
             raise DiagnosticError(f"native code: no shape function for `{old.op.name}` with a dynamic batch "  # type: ignore[union-attr]
-                                  f"(at batch 1 its result is {call.checked_type}, not {type_of(old)} with ? = 1)",
-                                  old.span)
+                                  f"(at batch {rows} its result is {call.checked_type}, not {type_of(old)} with "
+                                  f"? = {rows})", old.span)
     return one, tuple(flags)
+
+
+def lower_batched(fn: Function, intern: Callable[[PrimFunc, list[str]], str]) -> tuple[Function, dict[str, AttrValue]]:
+    """A dynamic fused group at batch 1 (which the caller lowers), and the attributes of its
+    kernel: the batched buffers and the kernel of `BATCH_TILE` rows, lowered and named by `intern`."""
+    tile, _ = specialise_batch(fn, BATCH_TILE)
+    one, flags = specialise_batch(fn)
+    tiled = lower_primitive(tile)
+    facts: dict[str, AttrValue] = {BATCH_BUFFERS: buffer_flags(flags, tiled.func)}
+    name = intern(PrimFunc(tiled.func.params, tiled.func.body, tiled.func.attrs.with_items(**facts), tiled.func.span),
+                  tiled.op_names)
+    return one, {**facts, BATCH_TILE_KERNEL: name, BATCH_TILE_ROWS: BATCH_TILE}

@@ -10,14 +10,14 @@ from __future__ import annotations
 from irtool.analysis.liveness import kernel_facts
 from irtool.analysis.typecheck import infer_types
 from irtool.ir.adt import Constructor
-from irtool.ir.expr import (Attrs, Call, Constant, Expr, Function, GlobalVar, If, Let, Match, Op, RefCreate, RefRead,
+from irtool.ir.expr import (AttrValue, Attrs, Call, Constant, Expr, Function, GlobalVar, If, Let, Match, Op, RefCreate, RefRead,
                             RefWrite, Tuple, TupleGetItem, Var)
 from irtool.ir.module import IRModule
 from irtool.ir.tir import PrimFunc
 from irtool.ir.tir_equality import tir_structural_equal, tir_structural_hash
 from irtool.ir.types import TensorType, TupleType
 from irtool.ir.visitor import post_order
-from irtool.lower.batch import BATCH_BUFFERS, buffer_flags, is_batched, is_dynamic, specialise_batch
+from irtool.lower.batch import is_batched, is_dynamic, lower_batched
 from irtool.lower.rules import compute_rule
 from irtool.lower.primitive import flatten_type, lower_primitive, type_of
 from irtool.ops.registry import get_op
@@ -160,14 +160,12 @@ class ModuleLowering:
             return view
         if len(ops) == 1 and not is_kernel_op(ops[0].op.name):  # type: ignore[union-attr]
             return _typed(_substitute(fn, args), call)
-        flags: tuple[int, ...] | None = None
-        if is_dynamic(fn):   # lowered at batch 1, run per row (irtool/lower/batch.py)
-            fn, flags = specialise_batch(fn)
+        facts: dict[str, AttrValue] = {}
+        if is_dynamic(fn):   # over a dynamic batch: lowered at batch 1 and at a tile of rows
+            fn, facts = lower_batched(fn, self.intern)
         lowered = lower_primitive(fn)
         # What memory planning must still know of the group (element-wise? a concatenation?).
-        facts = kernel_facts(fn)
-        if flags is not None:
-            facts[BATCH_BUFFERS] = buffer_flags(flags, lowered.func)
+        facts.update(kernel_facts(fn))
         func = lowered.func if not facts else PrimFunc(lowered.func.params, lowered.func.body,
                                                        lowered.func.attrs.with_items(**facts), lowered.func.span)
         name = self.intern(func, lowered.op_names)

@@ -75,7 +75,7 @@ def test_dynamic_batch_models_link_into_a_c_program(tmp_path: Path) -> None:
     (tmp_path / "main.c").write_text(DRIVER)
     subprocess.run(["cc", "-O1", "-o", str(tmp_path / "prog"), str(tmp_path / "main.c"), str(tmp_path / "model.o"),
                     "-lm"], check=True, cwd=tmp_path)
-    batches = [3, 1, 0, 7]
+    batches = [3, 1, 0, 70]   # 70: two tiles of 32 rows, then 6 rows one by one
     runs = [f"{b}:{b}" for b in batches] + ["3:2"]   # the last: the two batches disagree
     done = subprocess.run([str(tmp_path / "prog"), *runs], capture_output=True, text=True, check=True)
     lines = done.stdout.strip().splitlines()
