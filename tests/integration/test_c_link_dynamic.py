@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +15,7 @@ import pytest
 
 from irtool.eval.interpreter import flatten_value, run_function
 from irtool.syntax.parser import parse
+from support.c_link import link_model
 from support.dynamic_programs import MLP_AND_RNN
 
 DRIVER = r"""
@@ -65,19 +65,12 @@ def filled(n: int, scale: float, step: float) -> np.ndarray:
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler (cc)")
 def test_dynamic_batch_models_link_into_a_c_program(tmp_path: Path) -> None:
-    (tmp_path / "model.relay").write_text(MLP_AND_RNN)
-    llc = [sys.executable, "-m", "irtool.tools.llc", str(tmp_path / "model.relay")]
-    subprocess.run([*llc, "--emit=obj", "-o", str(tmp_path / "model.o")], check=True, cwd=tmp_path)
-    subprocess.run([*llc, "--emit=header", "-o", str(tmp_path / "model.h")], check=True, cwd=tmp_path)
-    header = (tmp_path / "model.h").read_text()
+    prog, header = link_model(tmp_path, MLP_AND_RNN, DRIVER)
     assert "  float* x;  /* Tensor[(?, 8), float32] */\n  const int64_t* x_shape;" in header
     assert "  int64_t* output1_shape;" in header and "void model_free(void* p);" in header
-    (tmp_path / "main.c").write_text(DRIVER)
-    subprocess.run(["cc", "-O1", "-o", str(tmp_path / "prog"), str(tmp_path / "main.c"), str(tmp_path / "model.o"),
-                    "-lm"], check=True, cwd=tmp_path)
     batches = [3, 1, 0, 70]   # 70: two tiles of 32 rows, then 6 rows one by one
     runs = [f"{b}:{b}" for b in batches] + ["3:2"]   # the last: the two batches disagree
-    done = subprocess.run([str(tmp_path / "prog"), *runs], capture_output=True, text=True, check=True)
+    done = subprocess.run([str(prog), *runs], capture_output=True, text=True, check=True)
     lines = done.stdout.strip().splitlines()
     assert len(lines) == len(runs)
     assert lines[-1].split() == ["status", "5"]
