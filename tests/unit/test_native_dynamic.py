@@ -5,6 +5,10 @@ refused."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -124,3 +128,20 @@ def test_an_operator_without_a_shape_function_is_a_located_error(body: str, mess
     with pytest.raises(DiagnosticError, match=message) as info:
         irtool.build(parse(text, "bad.relay"))
     assert info.value.span is not None and info.value.span.line == 3
+
+
+def test_irtool_run_native_gives_the_interpreters_outputs(tmp_path: Path) -> None:
+    (tmp_path / "model.relay").write_text(MLP_AND_RNN)
+    for batch in (4, 1):
+        np.savez(tmp_path / f"in{batch}.npz", **_inputs(batch, 3, batch))
+        outs = []
+        for backend in ("interp", "native"):
+            done = subprocess.run([sys.executable, "-m", "irtool.tools.run", "model.relay", "--inputs", f"in{batch}.npz",
+                                   f"--backend={backend}", "-o", f"{backend}.npz"], cwd=tmp_path, capture_output=True,
+                                  text=True, check=False)
+            assert done.returncode == 0, done.stderr
+            assert f"output0: Tensor[({batch}, 4), float32]" in done.stdout
+            assert f"output1: Tensor[({batch}, 16), float32]" in done.stdout
+            outs.append(np.load(tmp_path / f"{backend}.npz"))
+        for key in ("output0", "output1"):
+            np.testing.assert_allclose(outs[1][key], outs[0][key], rtol=1e-5, atol=1e-5)
