@@ -135,7 +135,8 @@ def boxed_body(entry: str, inputs: list[TensorSpec], outputs: list[TensorSpec], 
 
     status = emit("alloca i32, align 4")
     slots = {spec.name: emit("alloca ptr, align 8") for spec in inputs + outputs if spec.dynamic}
-    lines += [f"  store ptr null, ptr {slot}, align 8" for slot in slots.values()]
+    copies = {spec.name: emit("alloca ptr, align 8") for spec in outputs if spec.dynamic}
+    lines += [f"  store ptr null, ptr {slot}, align 8" for slot in [*slots.values(), *copies.values()]]
     lines.append(f"  store i32 {STATUS_SHAPE_MISMATCH}, ptr {status}, align 4")
     bad = "false"
     given: dict[str, tuple[str, list[str]]] = {}
@@ -169,7 +170,9 @@ def boxed_body(entry: str, inputs: list[TensorSpec], outputs: list[TensorSpec], 
     result = emit(f"call i32 @{entry}(ptr %ctx, ptr null{''.join(', ptr ' + a for a in args)})")
     lines.append(f"  store i32 {result}, ptr {status}, align 4")
     lines += [f"  br i1 {emit(f'icmp ne i32 {result}, 0')}, label %cleanup, label %copy0", "copy0:"]
+    # Every copy is allocated before any is handed out: a failure frees them all.
     step = 0
+    sizes: list[tuple[str, str, int]] = []
     for spec, k in zip(outputs, data_fields(outputs)):
         if not spec.dynamic:
             continue
@@ -182,13 +185,18 @@ def boxed_body(entry: str, inputs: list[TensorSpec], outputs: list[TensorSpec], 
             count = emit(f"mul nsw i64 {count}, {d}")
         size = emit(f"mul nsw i64 {count}, {max(1, element_bytes(spec.dtype))}")
         copy = emit(f"call ptr @malloc(i64 {emit(f'add i64 {size}, 1')})")   # never 0 bytes: never null on success
-        lines.append(f"  store i32 {STATUS_OUT_OF_MEMORY}, ptr {status}, align 4")
+        lines.append(f"  store ptr {copy}, ptr {copies[spec.name]}, align 8")
         step += 1
-        lines += [f"  br i1 {emit(f'icmp eq ptr {copy}, null')}, label %cleanup, label %copy{step}", f"copy{step}:"]
-        source = emit(f"load ptr, ptr {at(box, DATA)}, align 8")
+        lines += [f"  br i1 {emit(f'icmp eq ptr {copy}, null')}, label %oom, label %copy{step}", f"copy{step}:"]
+        sizes.append((spec.name, size, k))
+    for name, size, k in sizes:
+        copy = emit(f"load ptr, ptr {copies[name]}, align 8")
+        source = emit(f"load ptr, ptr {at(emit(f'load ptr, ptr {slots[name]}, align 8'), DATA)}, align 8")
         lines.append(f"  call void @llvm.memcpy.p0.p0.i64(ptr align 1 {copy}, ptr align 1 {source}, i64 {size}, i1 false)")
         lines.append(f"  store ptr {copy}, ptr {emit(f'getelementptr inbounds ptr, ptr %out, i64 {k}')}, align 8")
-    lines += [f"  store i32 0, ptr {status}, align 4", "  br label %cleanup", "cleanup:"]
+    lines += [f"  store i32 0, ptr {status}, align 4", "  br label %cleanup", "oom:"]
+    lines += [f"  call void @free(ptr {emit(f'load ptr, ptr {slot}, align 8')})" for slot in copies.values()]
+    lines += [f"  store i32 {STATUS_OUT_OF_MEMORY}, ptr {status}, align 4", "  br label %cleanup", "cleanup:"]
     for slot in slots.values():
         lines.append(f"  call void @{RELEASE}(ptr {emit(f'load ptr, ptr {slot}, align 8')})")
     lines.append(f"  ret i32 {emit(f'load i32, ptr {status}, align 4')}")

@@ -852,9 +852,9 @@ class FunctionBuilder:
         checked; a dynamic one is a new box with the one `?` sized from the element count."""
         out = self.leaves(node)[0]
         if not isinstance(src.leaf, Obj):
-            if isinstance(out, Obj):
-                raise self.error("unsupported: a reshape of a static tensor to a dynamic shape", node)
-            return LV(src.value, out, src.align)
+            if isinstance(out, TensorType):
+                return LV(src.value, out, src.align)
+            src = self.coerce(src, Obj(src.leaf))
         count = self.box_elements(src)
         if isinstance(out, TensorType):
             self.fail_if(self.emit(f"icmp ne i64 {count}, {int(np.prod(out.shape, dtype=np.int64))}"),
