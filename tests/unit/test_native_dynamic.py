@@ -5,6 +5,7 @@ refused."""
 
 from __future__ import annotations
 
+import ctypes
 import subprocess
 import sys
 from pathlib import Path
@@ -145,3 +146,29 @@ def test_irtool_run_native_gives_the_interpreters_outputs(tmp_path: Path) -> Non
             outs.append(np.load(tmp_path / f"{backend}.npz"))
         for key in ("output0", "output1"):
             np.testing.assert_allclose(outs[1][key], outs[0][key], rtol=1e-5, atol=1e-5)
+
+
+def test_10000_calls_release_every_box(mlp_and_rnn: NativeModule) -> None:
+    """Input, intermediate and result boxes, and the copies `_run` hands out, are all freed."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallinfo2.restype = _MallInfo2
+    except (AttributeError, OSError):
+        pytest.skip("glibc's mallinfo2 is not available")
+
+    def heap() -> int:
+        info = libc.mallinfo2()
+        return int(info.uordblks + info.hblkhd)
+    inputs = _inputs(5, 4)
+    mlp_and_rnn(**inputs)
+    before = heap()
+    for _ in range(10_000):
+        y, h = mlp_and_rnn(**inputs)
+    del y, h
+    # A box is at least 48 bytes: one leaked per call would be 480 KB.
+    assert heap() - before < 64 * 1024
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+                                              "uordblks", "fordblks", "keepcost")]
