@@ -4,8 +4,9 @@ A tensor whose type has a `?` is a *box*: a reference-counted heap object
 `{ i64 refcount, ptr drop, ptr data, i64 dims[ndim] }`, its data inline after the dims (16-byte
 aligned, what malloc gives) or, for `main`'s inputs, the caller's buffer. Boxes are object leaves
 (`objects.Obj` of a `TensorType`), so they are held, retained, released, stored in ADTs and
-carried through loops like any object. A kernel over a dynamic batch (irtool/lower/batch.py) is
-its batch-1 kernel called once per row by a wrapper, `<kernel>.rows(i64 n, ptr buffers...)`.
+carried through loops like any object. A kernel over a dynamic batch (irtool/lower/batch.py)
+runs through a wrapper, `<kernel>.rows(i64 n, ptr buffers...)`: its 32-row twin on each whole
+tile of rows, then the batch-1 kernel on each row left.
 """
 
 from __future__ import annotations
