@@ -172,3 +172,27 @@ def test_10000_calls_release_every_box(mlp_and_rnn: NativeModule) -> None:
 class _MallInfo2(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
                                               "uordblks", "fordblks", "keepcost")]
+
+
+def test_an_onnx_model_with_a_symbolic_batch_runs_natively_like_onnxruntime() -> None:
+    pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from irtool.frontend.onnx import import_model
+    rng = np.random.default_rng(3)
+    w, b = rng.standard_normal((8, 16)).astype(np.float32), rng.standard_normal(16).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["x", "W", "B"], ["g"]), helper.make_node("Relu", ["g"], ["r"]),
+         helper.make_node("Softmax", ["r"], ["y"], axis=1)], "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 16])],
+        [numpy_helper.from_array(w, "W"), numpy_helper.from_array(b, "B")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    imported = import_model(model)
+    assert str(imported.module["main"].params[0].type_annotation) == "Tensor[(?, 8), float32]"
+    native = irtool.build(imported.module)
+    session = ort.InferenceSession(model.SerializeToString())
+    for batch in (3, 40):
+        x = rng.standard_normal((batch, 8)).astype(np.float32)
+        np.testing.assert_allclose(native(x, w, b), session.run(None, {"x": x})[0], rtol=1e-5, atol=1e-6)
