@@ -125,6 +125,13 @@ def _squeeze(args: list[TensorType], out: TensorType, attrs: Attrs) -> str | Non
     return None
 
 
+def _pad(args: list[TensorType], out: TensorType, attrs: Attrs) -> str | None:
+    widths = attrs.get("pad_width")
+    if not widths or tuple(widths[0]) != (0, 0):  # type: ignore[index]
+        return "the pad widens the batch axis"
+    return None
+
+
 def _layout(*keys: str) -> ShapeFunc:
     def rule(args: list[TensorType], out: TensorType, attrs: Attrs) -> str | None:
         for key in keys:
@@ -149,6 +156,10 @@ SHAPE_FUNCS: dict[str, ShapeFunc] = {
     "nn.bias_add": _axis_not_batch("axis", _first_rank),
     "nn.softmax": _axis_not_batch("axis", _first_rank),
     "nn.log_softmax": _axis_not_batch("axis", _first_rank),
+    "nn.layer_norm": _axis_not_batch("axis", _first_rank),
+    "nn.prelu": _axis_not_batch("axis", _first_rank),
+    "nn.batch_matmul": _broadcast,   # pairs of rows (a static operand's batch must be 1)
+    "nn.pad": _pad,
     "concatenate": _axis_not_batch("axis", _out_rank),
     "expand_dims": _axis_not_batch("axis", _out_rank),
     "sum": _reduce, "mean": _reduce, "max": _reduce, "min": _reduce, "prod": _reduce,

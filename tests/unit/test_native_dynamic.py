@@ -122,6 +122,7 @@ def test_convolution_pooling_softmax_reshape_concatenate_and_sums_over_a_batch(b
     ("nn.softmax(%x, axis=0)", r"no shape function for `nn.softmax` with a dynamic batch \(axis=0 is the batch axis\)"),
     ("sum(%x, axis=[0])", r"no shape function for `sum` with a dynamic batch"),
     ("cumsum(%x, axis=1)", r"no shape function for `cumsum` with a dynamic batch"),
+    ("nn.pad(%x, 0f, pad_width=[[1, 0], [0, 0]])", r"`nn.pad` with a dynamic batch \(the pad widens the batch axis\)"),
     ("transpose(%x, axes=[1, 0])", r"unsupported: `transpose` on Tensor\[\(8, \?\), float32\]"),
 ])
 def test_an_operator_without_a_shape_function_is_a_located_error(body: str, message: str) -> None:
@@ -196,3 +197,25 @@ def test_an_onnx_model_with_a_symbolic_batch_runs_natively_like_onnxruntime() ->
     for batch in (3, 40):
         x = rng.standard_normal((batch, 8)).astype(np.float32)
         np.testing.assert_allclose(native(x, w, b), session.run(None, {"x": x})[0], rtol=1e-5, atol=1e-6)
+
+
+NORMS = """#[version = "0.0.5"]
+def @main(%x: Tensor[(?, 3, 4), float32], %y: Tensor[(?, 4, 5), float32], %g: Tensor[(4), float32],
+          %b: Tensor[(4), float32])
+    -> (Tensor[(?, 3, 5), float32], Tensor[(?, 3, 4), float32], Tensor[(?, 6, 5), float32]) {
+  (nn.batch_matmul(%x, %y), nn.layer_norm(%x, %g, %b),
+   nn.pad(%y, 0f, pad_width=[[0, 0], [1, 1], [0, 0]]))
+}
+"""
+
+
+@pytest.mark.parametrize("batch", [1, 6, 37])
+def test_batch_matmul_layer_norm_and_pad_over_a_batch(batch: int) -> None:
+    rng = np.random.default_rng(batch)
+    inputs = {"x": rng.standard_normal((batch, 3, 4)).astype(np.float32),
+              "y": rng.standard_normal((batch, 4, 5)).astype(np.float32),
+              "g": rng.standard_normal(4).astype(np.float32), "b": rng.standard_normal(4).astype(np.float32)}
+    got = irtool.build(parse(NORMS, "norms.relay"))(**inputs)
+    want = flatten_value(run_function(parse(NORMS, "norms.relay"), inputs))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
