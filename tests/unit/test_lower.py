@@ -18,6 +18,7 @@ from irtool.ir.signature import primfunc_type
 from irtool.passes import run
 from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse_module
+from irtool.syntax.printer import print_program
 from irtool.tir_transform.index_width import needs_int64
 
 HEADER = '#[version = "0.0.5"]\n'
@@ -247,9 +248,20 @@ def @main(%x: Tensor[(2), float32]) { @part(%x) }
     np.testing.assert_allclose(run_function(mod, [x]), np.exp(np.maximum(x, 0)), rtol=1e-6)
 
 
-def test_dynamic_shapes_are_refused() -> None:
-    with pytest.raises(DiagnosticError, match="dynamic shapes"):
-        lowered("def @main(%x: Tensor[(?, 2), float32]) { exp(%x) }", "lower")
+def test_a_dynamic_batch_lowers_at_one_row_and_at_a_tile_of_rows() -> None:
+    mod = lowered("def @main(%x: Tensor[(?, 2), float32], %b: Tensor[(2), float32]) { exp(add(%x, %b)) }")
+    funcs = kernels(mod)
+    assert sorted((f.params[0].shape, f.attrs.get("batch_buffers")) for f in funcs.values()) == \
+        [((1, 2), (1, 0, 1)), ((32, 2), (1, 0, 1))]
+    one = next(f for f in funcs.values() if f.params[0].shape == (1, 2))
+    assert funcs[one.attrs["batch_tile"]].params[0].shape == (32, 2) and one.attrs["batch_tile_rows"] == 32
+    assert str(primfunc_type(one)) == "fn (Tensor[(?, 2), float32], Tensor[(2), float32]) -> Tensor[(?, 2), float32]"
+    assert print_program(parse_module(print_program(mod))) == print_program(mod)
+
+
+def test_a_dynamic_axis_other_than_the_batch_is_refused() -> None:
+    with pytest.raises(DiagnosticError, match=r"only the leading axis may be dynamic"):
+        lowered("def @main(%x: Tensor[(2, ?), float32]) { exp(%x) }", "lower")
 
 
 def test_resnet_block_lowers_and_runs() -> None:
