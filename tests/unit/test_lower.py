@@ -106,6 +106,27 @@ def @main(%a: Tensor[(4, 8), float32], %b: Tensor[(8), float32], %c: Tensor[(4, 
     same_outputs(text)
 
 
+def test_shared_scalar_constant_arguments_become_immediates() -> None:
+    """A scalar (or 1-element) constant that fuse-ops leaves outside two groups is bound into each
+    kernel: no 0-d input buffer, the exponent an immediate, and the same results."""
+    text = """
+def @main(%x: Tensor[(2, 8), float32], %y: Tensor[(2, 8), float32]) {
+  %0 = 3f;
+  %1 = meta[relay.Constant][0];
+  (add(power(%x, %0), %1), add(power(%y, %0), %1))
+}
+#[metadata]
+{"relay.Constant": [{"dtype": "float32", "shape": [1], "data": [0.25]}]}
+"""
+    mod = lowered(text)
+    (func,) = kernels(mod).values()
+    assert [p.shape for p in func.params] == [(2, 8), (2, 8)]    # %x or %y in, the output out
+    assert {n.value for n in tir_nodes(func) if isinstance(n, FloatImm)} == {3.0, 0.25}
+    calls = [c for c in main_calls(mod) if c.op.name == "call_lowered"]  # type: ignore[union-attr]
+    assert [len(c.args[1].fields) for c in calls] == [1, 1]  # type: ignore[attr-defined]
+    same_outputs(text)
+
+
 def test_softmax_computes_each_exponential_once() -> None:
     """Stages: the row max, the exponentials, 1 / their row sum; one `exp` in the whole kernel."""
     text = "def @main(%x: Tensor[(3, 6), float32]) { nn.softmax(%x) }"
