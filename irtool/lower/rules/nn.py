@@ -208,15 +208,17 @@ def _row_max(x: Tensor, axis: int) -> tuple[Reduce, Callable[[Element, Idx], Pri
 @rule("nn.softmax")
 def _softmax(args: list, attrs: Attrs, out: Type) -> Tensor:
     """exp(x - row max) once, into a stage; its row sum; then each exponential times 1 / sum
-    (one division per row, not per element)."""
+    (one division per row, not per element). A float16 softmax keeps the exponentials and the
+    sum in float32 and rounds once, at the product."""
     x = args[0]
     axis = int(attrs["axis"]) % x.ndim  # type: ignore[arg-type]
+    wide = sum_dtype(x.dtype)
     _, shifted = _row_max(x, axis)
-    exps = Compute(x.shape, x.dtype, lambda ctx, i: Call("exp", (shifted(ctx, i),)), "exp", stage=True)
+    exps = Compute(x.shape, wide, lambda ctx, i: Call("exp", (cast(wide, shifted(ctx, i)),)), "exp", stage=True)
     inv_sum = _row_statistic(exps, axis, lambda ctx, i: ctx.load(exps, i), "add", "inv_sum",
-                             lambda total: cast(x.dtype, BinaryOp("div", imm(1, total.dtype), total)))
-    return Compute(x.shape, x.dtype, lambda ctx, i: BinaryOp("mul", ctx.load(exps, i),
-                                                                ctx.load(inv_sum, _without(i, axis))), "softmax")
+                             lambda total: BinaryOp("div", imm(1, total.dtype), total))
+    return Compute(x.shape, x.dtype, lambda ctx, i: cast(x.dtype, BinaryOp(
+        "mul", ctx.load(exps, i), ctx.load(inv_sum, _without(i, axis)))), "softmax")
 
 
 @rule("nn.log_softmax")
