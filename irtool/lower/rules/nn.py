@@ -196,13 +196,13 @@ def _row_statistic(x: Tensor, axis: int, value: Callable[[Element, Idx], PrimExp
                        sum_dtype(x.dtype) if combine == "add" else x.dtype)
 
 
-def _row_max(x: Tensor, axis: int) -> tuple[Reduce, Callable[[Element, Idx], PrimExpr]]:
-    """The row maximum, and `x - row max` (what softmax exponentiates, so exp never overflows)."""
+def _minus_row_max(x: Tensor, axis: int) -> Callable[[Element, Idx], PrimExpr]:
+    """`x - row max` (what softmax exponentiates, so exp never overflows); the max is a stage."""
     row_max = _row_statistic(x, axis, lambda ctx, i: ctx.load(x, i), "max", "max")
 
     def shifted(ctx: Element, i: Idx) -> PrimExpr:
         return BinaryOp("sub", ctx.load(x, i), ctx.load(row_max, _without(i, axis)))
-    return row_max, shifted
+    return shifted
 
 
 @rule("nn.softmax")
@@ -213,7 +213,7 @@ def _softmax(args: list, attrs: Attrs, out: Type) -> Tensor:
     x = args[0]
     axis = int(attrs["axis"]) % x.ndim  # type: ignore[arg-type]
     wide = sum_dtype(x.dtype)
-    _, shifted = _row_max(x, axis)
+    shifted = _minus_row_max(x, axis)
     exps = Compute(x.shape, wide, lambda ctx, i: Call("exp", (cast(wide, shifted(ctx, i)),)), "exp", stage=True)
     inv_sum = _row_statistic(exps, axis, lambda ctx, i: ctx.load(exps, i), "add", "inv_sum",
                              lambda total: BinaryOp("div", imm(1, total.dtype), total))
@@ -226,7 +226,7 @@ def _log_softmax(args: list, attrs: Attrs, out: Type) -> Tensor:
     """(x - row max) - log(row sum of exp(x - row max))."""
     x = args[0]
     axis = int(attrs["axis"]) % x.ndim  # type: ignore[arg-type]
-    _, shifted = _row_max(x, axis)
+    shifted = _minus_row_max(x, axis)
     row_sum = _row_statistic(x, axis, lambda ctx, i: Call("exp", (shifted(ctx, i),)), "add", "sum")
     return Compute(x.shape, x.dtype, lambda ctx, i: BinaryOp("sub", shifted(ctx, i), Call(
         "log", (ctx.load(row_sum, _without(i, axis)),))), "log_softmax")
