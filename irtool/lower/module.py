@@ -160,6 +160,7 @@ class ModuleLowering:
             return view
         if len(ops) == 1 and not is_kernel_op(ops[0].op.name):  # type: ignore[union-attr]
             return _typed(_substitute(fn, args), call)
+        fn, args = _bind_scalar_constants(fn, args)
         facts: dict[str, AttrValue] = {}
         if is_dynamic(fn):   # over a dynamic batch: lowered at batch 1 and at a tile of rows
             fn, facts = lower_batched(fn, self.intern)
@@ -230,6 +231,21 @@ def _substitute(fn: Function, args: list[Expr]) -> Expr:
             raise DiagnosticError(f"lower: {_describe(node)} inside a primitive function cannot be lowered",
                                   node.span)
     return env.get(id(fn.body), fn.body)
+
+
+def _bind_scalar_constants(fn: Function, args: list[Expr]) -> tuple[Function, list[Expr]]:
+    """The function with its single-element constant arguments bound in place of their
+    parameters, and the arguments left. Exporters share scalars such as GELU's 0.5 and 3 between
+    layers, so fusion leaves them outside the groups; bound, they lower to immediates (codegen then
+    sees `pow(x, 3)`'s exponent) instead of being loaded from 0-d buffers."""
+    bound = [isinstance(a, Constant) and isinstance(type_of(p), TensorType) and a.data.size == 1
+             for p, a in zip(fn.params, args)]
+    if not any(bound):
+        return fn, args
+    body = _substitute(fn, [a if b else p for p, a, b in zip(fn.params, args, bound)])
+    params = [p for p, b in zip(fn.params, bound) if not b]
+    return (Function(params, body, fn.ret_type, fn.type_params, fn.attrs, fn.span),
+            [a for a, b in zip(args, bound) if not b])
 
 
 def _inline_literal_calls(fn: Function) -> Function:
