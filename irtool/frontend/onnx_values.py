@@ -4,8 +4,9 @@ drives the graph; the converters (`irtool.frontend.onnx_ops`) use only this modu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -13,6 +14,9 @@ from irtool.ir.expr import Call, Constant, Expr, Op, Tuple, TupleGetItem
 from irtool.ir.types import Dim, TensorType, TupleType, Type
 from irtool.core.diagnostics import DiagnosticError
 from irtool.ops.registry import TypeRelError, get_op
+
+if TYPE_CHECKING:
+    import onnx
 
 
 class Unsupported(Exception):
@@ -104,6 +108,9 @@ class Builder:
 
     def __init__(self, opset: int) -> None:
         self.opset = opset
+        # Converts a body graph of If/Loop/Scan: (graph, its bound inputs, capture of the outer
+        # values it reads) -> its outputs. The importer sets it.
+        self.subgraph: Callable[[onnx.GraphProto, Mapping[str, Value], Callable[[Value], Value]], list[Value]] | None = None
 
     def const(self, data: np.ndarray | float | int, dtype: str | None = None) -> Value:
         array = np.asarray(data, dtype=dtype)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from irtool.frontend.onnx_values import Builder, Value
+from irtool.frontend.onnx_values import Builder, Unsupported, Value
 from irtool.ir.expr import Call, Constant, Expr, Function, If, Let, Tuple, Var
 from irtool.ir.types import FuncType, TensorType, TupleType
 
@@ -69,6 +69,10 @@ def counted_loop(b: Builder, steps: int | None, init: Sequence[Value], step: Ste
     i = Var("i", INDEX)
     state_vars = [Var(f"s{k}", v.type) for k, v in enumerate(init)]
     next_state, outputs = step(Value(i, INDEX), [Value(v, t) for v, t in zip(state_vars, [s.type for s in init])])
+    for k, (before, after) in enumerate(zip(init, next_state)):
+        if str(before.type) != str(after.type):
+            raise Unsupported(f"loop state {k} is {before.type} before an iteration and {after.type} after it "
+                              "(static types only)")
     if outputs and steps is None:
         raise AssertionError("stacked outputs need a static number of steps")
     stacked_types = [TensorType((steps, *o.dims), o.dtype) for o in outputs]  # type: ignore[arg-type]
