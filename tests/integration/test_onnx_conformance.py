@@ -49,6 +49,10 @@ REFUSED: dict[str, set[str]] = {
     "Pad's wrap mode": {"test_wrap_pad"},
     "a Range whose length is computed from a graph input at run time (a data-dependent shape)": {
         f"test_{w}window{s}_expanded" for w in ("blackman", "hamming", "hann") for s in ("", "_symmetric")},
+    "a Loop's trip count, or shapes inside If branches, computed from graph inputs at run time": {
+        *(f"test_affine_grid_{d}{s}_expanded" for d in ("2d", "3d") for s in ("", "_align_corners")),
+        *(f"test_range_{t}_expanded" for t in ("float_type_positive_delta", "float16_type_positive_delta",
+                                                "int32_type_negative_delta"))},
 }
 REASON = {name: reason for reason, names in REFUSED.items() for name in names}
 
@@ -68,6 +72,8 @@ NATIVE_SAMPLE = (
     "test_split_1d_uneven_split_opset18", "test_tile", "test_reflect_pad", "test_gather_negative_indices",
     "test_unsqueeze_three_axes", "test_constantofshape_int_shape_zero", "test_dropout_default_mask",
     "test_batchnorm_epsilon", "test_instancenorm_example", "test_castlike_FLOAT_to_DOUBLE_expanded",
+    "test_lstm_with_peepholes", "test_gru_bidirectional", "test_simple_rnn_batchwise", "test_scan9_multi_state",
+    "test_if", "test_loop11",
 )
 _REFUSAL = re.compile(r"cannot import the model")
 
