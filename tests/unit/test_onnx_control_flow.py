@@ -15,6 +15,7 @@ from irtool.core.diagnostics import DiagnosticError  # noqa: E402
 from irtool.frontend.onnx import import_model  # noqa: E402
 from irtool.ir.expr import Function, Let  # noqa: E402
 from irtool.ir.visitor import post_order  # noqa: E402
+from support.onnx_graphs import build  # noqa: E402
 from support.onnx_cases import assert_outputs, check_node_case, node_cases, onnxruntime_outputs, run_irtool  # noqa: E402
 
 RNG = np.random.default_rng(15)
@@ -58,18 +59,6 @@ def test_branches_of_sequences_are_refused(name: str, message: str) -> None:
         check_node_case(_cases()[name])
 
 
-def _model(nodes: list, inputs: dict[str, np.ndarray], outputs: tuple[str, ...], opset: int = 21,
-           inits: dict[str, np.ndarray] | None = None) -> onnx.ModelProto:
-    graph = helper.make_graph(
-        nodes, "g",
-        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape) for n, a in inputs.items()],
-        [helper.make_empty_tensor_value_info(o) for o in outputs],
-        [onnx.numpy_helper.from_array(a, n) for n, a in (inits or {}).items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 10
-    return model
-
-
 def _f32(*shape: int) -> np.ndarray:
     return RNG.standard_normal(shape).astype(np.float32)
 
@@ -101,7 +90,7 @@ def _recurrent(op: str, gates: int, directions: int, attrs: dict, peepholes: boo
             inits["p"] = _f32(directions, 3 * hidden)
             names.append("p")
     node = helper.make_node(op, names, outputs, hidden_size=hidden, **attrs)
-    return _model([node], inputs, tuple(outputs), inits=inits), inputs
+    return build([node], inputs, inits, tuple(outputs), opset=17), inputs
 
 
 @pytest.mark.parametrize("op,gates,attrs,peepholes,lengths", [
@@ -143,7 +132,7 @@ def _if_model() -> onnx.ModelProto:
     other = _graph([helper.make_node("Sub", ["x", "x2"], ["e"])], [], ["e"], "else")
     nodes = [helper.make_node("Mul", ["x", "x"], ["x2"]),
              helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)]
-    return _model(nodes, {"c": np.array(True), "x": _f32(3, 3)}, ("y",), inits={"w": _f32(3, 3)})
+    return build(nodes, {"c": np.array(True), "x": _f32(3, 3)}, {"w": _f32(3, 3)}, opset=17)
 
 
 def test_if_with_a_run_time_condition_matches_onnxruntime() -> None:
@@ -169,8 +158,8 @@ def test_if_with_a_constant_condition_imports_one_branch() -> None:
 def test_if_branches_of_different_types_are_refused() -> None:
     then = _graph([helper.make_node("Identity", ["x"], ["t"])], [], ["t"], "then")
     other = _graph([helper.make_node("ReduceSum", ["x"], ["e"], keepdims=0)], [], ["e"], "else")
-    model = _model([helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other, name="branch")],
-                   {"c": np.array(True), "x": _f32(2)}, ("y",))
+    model = build([helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other, name="branch")],
+                  {"c": np.array(True), "x": _f32(2)}, opset=17)
     with pytest.raises(DiagnosticError, match=r"node #0 'branch': unsupported: If \(opset 21\): output 0 is "
                                               r"Tensor\[\(2\), float32\] in one place and float32 in the other"):
         import_model(model)
@@ -187,8 +176,8 @@ def _while_model() -> onnx.ModelProto:
                   [("i", TensorProto.INT64, []), ("c", TensorProto.BOOL, []), ("v", TensorProto.FLOAT, [3])],
                   ["go", "v_out"])
     nodes = [helper.make_node("Loop", ["m", "", "x"], ["y"], body=body)]
-    return _model(nodes, {"x": _f32(3), "limit": np.array(50.0, np.float32)}, ("y",),
-                  inits={"m": np.array(10, np.int64), "two": np.array(2.0, np.float32)})
+    return build(nodes, {"x": _f32(3), "limit": np.array(50.0, np.float32)},
+                 {"m": np.array(10, np.int64), "two": np.array(2.0, np.float32)}, opset=17)
 
 
 def test_loop_with_a_run_time_condition_matches_onnxruntime() -> None:
@@ -205,9 +194,9 @@ def test_loop_with_scan_outputs_matches_onnxruntime_without_unrolling() -> None:
                    helper.make_node("Sin", ["v_out"], ["scan"])],
                   [("i", TensorProto.INT64, []), ("c", TensorProto.BOOL, []), ("v", TensorProto.FLOAT, [2, 2])],
                   ["c_out", "v_out", "scan"])
-    model = _model([helper.make_node("Loop", ["m", "t", "v0"], ["y", "ys"], body=body)],
-                   {"x": _f32(2, 2), "v0": _f32(2, 2)}, ("y", "ys"),
-                   inits={"m": np.array(6, np.int64), "t": np.array(True)})
+    model = build([helper.make_node("Loop", ["m", "t", "v0"], ["y", "ys"], body=body)],
+                  {"x": _f32(2, 2), "v0": _f32(2, 2)}, {"m": np.array(6, np.int64), "t": np.array(True)},
+                  ("y", "ys"), opset=17)
     body_expr = import_model(model).module["main"].body
     assert sum(isinstance(n, Function) for n in post_order(body_expr)) == 1
     _matches_onnxruntime(model, {"x": _f32(2, 2), "v0": _f32(2, 2)}, native=False)
@@ -217,14 +206,14 @@ def test_loop_with_scan_outputs_matches_onnxruntime_without_unrolling() -> None:
     ([helper.make_node("Concat", ["v", "v"], ["v_out"], axis=0)],
      r"loop state 1 is Tensor\[\(2\), float32\] before an iteration and Tensor\[\(4\), float32\] after it"),
     ([helper.make_node("Identity", ["v"], ["v_out"]), helper.make_node("NoSuchOp", ["v"], ["w"])],
-     r"its body node #1 \(NoSuchOp\): NoSuchOp \(opset 21\): not an ONNX operator"),
+     r"its body node #1 \(NoSuchOp\): NoSuchOp \(opset 17\): not an ONNX operator"),
 ])
 def test_loop_bodies_irtool_cannot_take_are_refused(nodes: list, message: str) -> None:
     """(A body whose state changes shape is unrolled when it runs at most 64 times; this runs 100.)"""
     body = _graph(nodes, [("i", TensorProto.INT64, []), ("c", TensorProto.BOOL, []), ("v", TensorProto.FLOAT, [2])],
                   ["c", "v_out"])
-    model = _model([helper.make_node("Loop", ["m", "", "x"], ["y"], body=body)], {"x": _f32(2)}, ("y",),
-                   inits={"m": np.array(100, np.int64)})
+    model = build([helper.make_node("Loop", ["m", "", "x"], ["y"], body=body)], {"x": _f32(2)},
+                  {"m": np.array(100, np.int64)}, opset=17)
     with pytest.raises(DiagnosticError, match=r"node #0: unsupported: Loop \(opset 21\): " + message):
         import_model(model)
 
@@ -240,4 +229,4 @@ def test_scan_axes_and_directions_match_onnxruntime() -> None:
                             scan_input_axes=[1, 1], scan_input_directions=[0, 1], scan_output_axes=[1, 0],
                             scan_output_directions=[1, 0])
     inputs = {"s0": _f32(3), "xa": _f32(3, 4), "xb": _f32(3, 4), "k": np.array(0.5, np.float32)}
-    _matches_onnxruntime(_model([node], inputs, ("s", "y1", "y2")), inputs, native=True)
+    _matches_onnxruntime(build([node], inputs, outputs=("s", "y1", "y2"), opset=17), inputs, native=True)
