@@ -230,3 +230,12 @@ def test_scan_axes_and_directions_match_onnxruntime() -> None:
                             scan_output_directions=[1, 0])
     inputs = {"s0": _f32(3), "xa": _f32(3, 4), "xb": _f32(3, 4), "k": np.array(0.5, np.float32)}
     _matches_onnxruntime(build([node], inputs, outputs=("s", "y1", "y2"), opset=17), inputs, native=True)
+
+
+def test_scan_8_over_a_batch_matches_onnxruntime() -> None:
+    """Opset 8's Scan: a batch axis in front of every input, the body seeing one batch entry."""
+    body = _graph([helper.make_node("Add", ["s", "a"], ["s_out"]), helper.make_node("Mul", ["s_out", "a"], ["o"])],
+                  [("s", TensorProto.FLOAT, [2]), ("a", TensorProto.FLOAT, [2])], ["s_out", "o"])
+    node = helper.make_node("Scan", ["", "s0", "xs"], ["s", "y"], body=body, num_scan_inputs=1, directions=[1])
+    inputs = {"s0": _f32(3, 2), "xs": _f32(3, 4, 2)}
+    _matches_onnxruntime(build([node], inputs, outputs=("s", "y"), opset=8), inputs, native=False)
