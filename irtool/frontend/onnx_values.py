@@ -4,8 +4,9 @@ drives the graph; the converters (`irtool.frontend.onnx_ops`) use only this modu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -15,6 +16,9 @@ from irtool.ir.visitor import free_vars
 from irtool.eval.interpreter import evaluate
 from irtool.core.diagnostics import DiagnosticError
 from irtool.ops.registry import TypeRelError, get_op
+
+if TYPE_CHECKING:
+    import onnx
 
 
 class Unsupported(Exception):
@@ -109,6 +113,9 @@ class Builder:
         # The ONNX name of each graph input's variable (by identity), for errors and for the
         # backend, which binds the inputs a converter needs as constants.
         self.graph_inputs: dict[int, str] = {}
+        # Converts a body graph of If/Loop/Scan: (graph, its bound inputs, capture of the outer
+        # values it reads) -> its outputs. The importer sets it.
+        self.subgraph: Callable[[onnx.GraphProto, Mapping[str, Value], Callable[[Value], Value]], list[Value]] | None = None
 
     def const(self, data: np.ndarray | float | int, dtype: str | None = None) -> Value:
         array = np.asarray(data, dtype=dtype)
