@@ -21,7 +21,7 @@ def spatial_sizes(x: Value) -> list[int]:
     return list(sizes)  # type: ignore[arg-type]
 
 
-def _spatial_pads(node: Node, in_sizes: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
+def spatial_pads(node: Node, in_sizes: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
                   dilations: Sequence[int]) -> list[int]:
     """Explicit [begin..., end...] padding from `pads` or `auto_pad`."""
     n = len(in_sizes)
@@ -114,7 +114,7 @@ def _conv(b: Builder, node: Node) -> list[Value | None]:
     kernel = list(w.shape[2:])
     strides = int_list(node.attr("strides")) or [1] * rank
     dilations = int_list(node.attr("dilations")) or [1] * rank
-    pads = _spatial_pads(node, spatial_sizes(x), kernel, strides, dilations)
+    pads = spatial_pads(node, spatial_sizes(x), kernel, strides, dilations)
     bias = node.input(2)
     if rank == 3:
         out = _conv3d(b, node, x, w, strides, dilations, pads)
@@ -249,7 +249,7 @@ def _pool(b: Builder, node: Node, op: str) -> list[Value | None]:
     dilations = int_list(node.attr("dilations")) or [1] * rank
     ceil_mode = bool(node.attr("ceil_mode", 0))
     sizes = spatial_sizes(x)
-    pads = _spatial_pads(node, sizes, kernel, strides, dilations)
+    pads = spatial_pads(node, sizes, kernel, strides, dilations)
     if len(node.used_outputs) > 1 and node.used_outputs[1]:
         raise Unsupported("the Indices output of MaxPool")
     if rank == 3:

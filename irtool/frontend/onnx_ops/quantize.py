@@ -15,8 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value
-from irtool.frontend.onnx_ops.common import (CONVERTERS, converter, norm_axis, onnx_dtype, required, reshaped,
-                                             scalar)
+from irtool.frontend.onnx_ops.common import (CONVERTERS, converter, int_list, norm_axis, onnx_dtype, required,
+                                             reshaped, scalar)
+from irtool.frontend.onnx_ops.conv import spatial_pads, spatial_sizes
 from irtool.frontend.onnx_ops.nn import matmul
 
 _CODES = ("int8", "uint8", "int16", "uint16")
@@ -163,13 +164,49 @@ def _channel_vector(b: Builder, v: Value, channels: int, trailing: int, what: st
     return reshaped(b, v, (channels,) + (1,) * trailing)
 
 
+def _zero_point_times_sums(b: Builder, x_zero: Value, w: Value, axes: tuple[int, ...], shape: tuple[int, ...]) -> Value:
+    """x_zero · Σ w over `axes` in int32, shaped `shape` (what the byte product of X and W adds
+    beyond (X − x_zero) · W); a constant when both are."""
+    if x_zero.const is not None and w.const is not None and not (x_zero.from_param or w.from_param):
+        sums = w.const.astype(np.int64).sum(axis=axes)
+        return b.const((sums * int(np.asarray(x_zero.const).reshape(()))).astype(np.int32).reshape(shape))
+    sums = b.call("sum", [b.call("cast", [w], dtype="int32")], axis=axes)
+    return reshaped(b, b.call("multiply", [b.call("cast", [x_zero], dtype="int32"), sums]), shape)
+
+
+def _byte_conv(b: Builder, node: Node, x: Value, x_zero: Value | None, w: Value) -> Value | None:
+    """A 2-d, ungrouped conv of uint8 X and int8 W (no weight zero point) as the byte product
+    the int8 kernels compute (lower/schedules/int8.py): X padded with its zero point, the conv of
+    the codes in int32, minus x_zero · Σ W per output channel. None for other forms."""
+    if (x.dtype, w.dtype, x.ndim, w.ndim) != ("uint8", "int8", 4, 4) or int(node.attr("group", 1)) != 1:  # type: ignore[call-overload]
+        return None
+    kernel = list(w.shape[2:])
+    strides = int_list(node.attr("strides")) or [1, 1]
+    dilations = int_list(node.attr("dilations")) or [1, 1]
+    top, left, bottom, right = spatial_pads(node, spatial_sizes(x), kernel, strides, dilations)
+    if top or left or bottom or right:
+        pad_value = reshaped(b, x_zero, ()) if x_zero is not None else scalar(b, 0, "uint8")
+        x = b.call("nn.pad", [x, pad_value], pad_width=((0, 0), (0, 0), (top, bottom), (left, right)))
+    out = b.call("nn.conv2d", [x, w], strides=tuple(strides), dilation=tuple(dilations), channels=w.shape[0],
+                 kernel_size=tuple(kernel), out_dtype="int32")
+    if x_zero is None:
+        return out
+    return b.call("subtract", [out, _zero_point_times_sums(b, reshaped(b, x_zero, ()), w, (1, 2, 3),
+                                                             (w.shape[0], 1, 1))])
+
+
 def integer_conv(b: Builder, node: Node, x: Value, x_zero: Value | None, w: Value, w_zero: Value | None,
                  bias: Value | None = None) -> Value:
     """Conv of (X − x_zero) and (W − w_zero) in int32, with the Conv converter's attributes
-    (its padding then pads X − x_zero with zeros, i.e. X with its zero point)."""
+    (its padding then pads X − x_zero with zeros, i.e. X with its zero point); uint8 X and
+    symmetric int8 W as a byte product (`_byte_conv`)."""
     x_zero, w_zero = (None if _is_zero(z) else z for z in (x_zero, w_zero))
     if x_zero is not None and x_zero.ndim and x_zero.shape != (1,):
         raise Unsupported(f"a zero point of shape {x_zero.shape} for X (one value expected)")
+    if x_zero is not None and x_zero.dtype != x.dtype:
+        raise Unsupported(f"a {x_zero.dtype} zero point for {x.dtype} X")
+    if w_zero is None and (byte := _byte_conv(b, node, x, x_zero, w)) is not None:
+        return byte if bias is None else b.call("nn.bias_add", [byte, bias], axis=1)
     data = _centered(b, x, None if x_zero is None else reshaped(b, x_zero, ()), "X")
     w_zero = None if w_zero is None else _channel_vector(b, w_zero, w.shape[0], w.ndim - 1, "zero point")
     weight = _centered(b, w, w_zero, "W")
