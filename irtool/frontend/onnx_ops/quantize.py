@@ -148,8 +148,16 @@ def _per_column(b: Builder, w: Value, zero: Value | None) -> Value | None:
 
 
 def integer_matmul(b: Builder, a: Value, a_zero: Value | None, w: Value, w_zero: Value | None) -> Value:
-    """(A − a_zero) · (B − b_zero) accumulated in int32."""
+    """(A − a_zero) · (B − b_zero) accumulated in int32. uint8 A with one zero point times int8
+    B without one is the byte product of the codes minus a_zero · Σ B per column, which the
+    int8 kernels compute four products to a lane (lower/schedules/int8.py)."""
     a_zero, w_zero = (None if _is_zero(z) else z for z in (a_zero, w_zero))
+    if (a.dtype, w.dtype) == ("uint8", "int8") and w_zero is None and w.ndim == 2 and a.ndim >= 2 and (
+            a_zero is None or a_zero.ndim == 0 or a_zero.shape == (1,)) and (a_zero is None or a_zero.dtype == "uint8"):
+        out = matmul(b, a, w, out_dtype="int32")
+        if a_zero is None:
+            return out
+        return b.call("subtract", [out, _zero_point_times_sums(b, reshaped(b, a_zero, ()), w, (0,), (w.shape[1],))])
     return matmul(b, _centered(b, a, _per_row(b, a, a_zero), "A"), _centered(b, w, _per_column(b, w, w_zero), "B"),
                   out_dtype="int32")
 
