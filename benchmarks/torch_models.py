@@ -34,10 +34,14 @@ Add, pooling and Gemm as `com.microsoft` operators otherwise, which irtool refus
 Both sides run the same int8 file. Their outputs may differ by rounding order: irtool requantizes
 `round(acc · (s_x·s_w/s_y))` as onnxruntime does, but float products rounded differently can land
 a value on the other side of a rounding boundary, and that code difference then travels on
-through the later layers. So an int8 row passes on the float criterion above, or, when the
-model's output is dequantized codes, when no output differs by more than one quantization step
-of the output (`steps`: max |difference| / output scale); `differ` is the fraction of outputs
-that differ at all, `top1` whether the argmax agrees.
+through the later layers. onnxruntime itself disagrees with itself in the same way: the
+same QDQ file run with its graph optimisations off (the QDQ graph as written, in float) and on
+(fused int8 kernels) differs by up to 2 output steps in ~40 % of the outputs. So an int8 row
+passes on the float criterion above, or, when the model's output is dequantized codes, when
+irtool's largest difference from onnxruntime in output quantization steps (`steps`: max
+|difference| / output scale) is at most 1 or at most onnxruntime's own (`ort_steps`: optimised
+against unoptimised), and the argmax agrees (`top1`); `differ` is the fraction of outputs that
+differ at all.
 
 torch, torchvision, transformers and onnxscript are benchmark-only extras: `pip install
 'irtool[bench]'`. Without them the script says so and exits with status 1.
@@ -78,8 +82,8 @@ SEQUENCE = 32
 IMAGE = (1, 3, 224, 224)
 INT8_FORMS = ("qdq", "qop")
 CALIBRATION_IMAGES = 8
-COLUMNS = ["model", "exporter", "opset", "import", "import_s", "compile", "compile_s", "max_error", "steps", "differ",
-           "top1", "irtool_ms", "onnxruntime_ms", "ratio", "ratio_min", "error"]
+COLUMNS = ["model", "exporter", "opset", "import", "import_s", "compile", "compile_s", "max_error", "steps",
+           "ort_steps", "differ", "top1", "irtool_ms", "onnxruntime_ms", "ratio", "ratio_min", "error"]
 
 
 @dataclass(frozen=True)
@@ -255,14 +259,33 @@ def output_scales(model: Any) -> list[float | None]:
     return scales
 
 
-def int8_agreement(ours: list[np.ndarray], theirs: list[np.ndarray], scales: list[float | None]) -> dict[str, Any]:
-    """`steps` (max |difference| in output quantization steps, None without dequantized outputs),
-    `differ` (fraction of outputs not equal) and `top1` (argmax of the first output agrees)."""
+def output_steps(ours: list[np.ndarray], theirs: list[np.ndarray], scales: list[float | None]) -> float | None:
+    """max |difference| in output quantization steps (None without dequantized outputs)."""
     steps = [float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)), initial=0.0)) / s
              for a, b, s in zip(ours, theirs, scales) if s]
+    return round(max(steps), 2) if steps else None
+
+
+def unoptimized_outputs(model: Any, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """onnxruntime's outputs with its graph optimisations off: the QDQ graph as written."""
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.log_severity_level = 3
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return [np.asarray(a) for a in session.run(None, feed)]
+
+
+def int8_agreement(ours: list[np.ndarray], theirs: list[np.ndarray], model: Any,
+                   feed: dict[str, np.ndarray]) -> dict[str, Any]:
+    """`steps` (irtool against onnxruntime), `ort_steps` (onnxruntime optimised against
+    unoptimised), `differ` (fraction of outputs not equal), `top1` (the argmaxes agree)."""
+    scales = output_scales(model)
     differ = sum(int(np.count_nonzero(a != b)) for a, b in zip(ours, theirs)) / max(1, sum(b.size for b in theirs))
-    return {"steps": round(max(steps), 2) if steps else None, "differ": float(f"{differ:.3g}"),
-            "top1": bool(np.argmax(ours[0]) == np.argmax(theirs[0]))}
+    return {"steps": output_steps(ours, theirs, scales),
+            "ort_steps": output_steps(unoptimized_outputs(model, feed), theirs, scales),
+            "differ": float(f"{differ:.3g}"), "top1": bool(np.argmax(ours[0]) == np.argmax(theirs[0]))}
 
 
 @contextlib.contextmanager
@@ -349,13 +372,15 @@ def bench(arch: Architecture, exporter: str, cache: Path, refresh: bool, repeat:
         row["reference_max"] = float(f"{max(float(np.max(np.abs(a), initial=0.0)) for a in theirs):.3g}")
         within = error <= TOLERANCE
         if int8 is not None:
-            row.update(int8_agreement(ours, theirs, output_scales(model)))
-            within = within or (row["steps"] is not None and row["steps"] <= 1.0)
+            row.update(int8_agreement(ours, theirs, model, feed))
+            within = within or (row["steps"] is not None and row["top1"]
+                                and row["steps"] <= max(1.0, row["ort_steps"] or 0.0))
         if row["reference_max"] == 0:
             row["error"] = "check: onnxruntime's output is all zeros, so the comparison says nothing"
         elif not within:
             row["error"] = (f"mismatch: max error {error:.2e} > {TOLERANCE:g} of the output's max |value|"
-                            + (f" and {row['steps']} > 1 output step" if row["steps"] is not None else ""))
+                            + (f", {row['steps']} output steps (onnxruntime against itself: {row['ort_steps']}), "
+                               f"top-1 {'agrees' if row['top1'] else 'differs'}" if row["steps"] is not None else ""))
         times = alternate({"irtool": lambda: built(x), "onnxruntime": lambda: session.run(None, feed)},
                           repeat, warmup=warmup)
         result = versus(times["irtool"], times["onnxruntime"])

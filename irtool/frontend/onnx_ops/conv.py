@@ -108,6 +108,10 @@ def _conv3d(b: Builder, node: Node, x: Value, w: Value, strides: list[int], dila
 @converter("Conv")
 def _conv(b: Builder, node: Node) -> list[Value | None]:
     x, w = required(node, 0, "X"), required(node, 1, "W")
+    if x.dtype == "float32":
+        from irtool.frontend.onnx_ops.quantize import dequantized_conv   # builds on this module
+        if (integer := dequantized_conv(b, node, x, w, node.input(2))) is not None:
+            return [integer]
     rank = spatial_rank(x, "convolution", 3)
     if w.ndim != x.ndim:
         raise Unsupported(f"W has rank {w.ndim}, but X has rank {x.ndim}")

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value
+from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value, relay_dtype
+from irtool.ir.expr import Call, Constant, Expr, Op
+from irtool.ir.types import TensorType
 from irtool.frontend.onnx_ops.common import (CONVERTERS, converter, int_list, norm_axis, onnx_dtype, required,
                                              reshaped, scalar)
 from irtool.frontend.onnx_ops.conv import spatial_pads, spatial_sizes
@@ -276,3 +278,44 @@ def _qlinear_conv(b: Builder, node: Node) -> list[Value | None]:
     w_scale = _channel_vector(b, w_scale, w.shape[0], trailing, "w_scale")
     factor = b.call("divide", [b.call("multiply", [reshaped(b, x_scale, ()), w_scale]), reshaped(b, y_scale, ())])
     return [_requantize(b, acc, factor, y_zero, dtype)]
+
+
+def _operand(e: Expr) -> Value | None:
+    """An argument of a call as a Value (None when its type is not known yet)."""
+    if isinstance(e, Constant):
+        return Value(e, TensorType(e.data.shape, relay_dtype(e.data.dtype)), e.data)
+    return Value(e, e.checked_type) if isinstance(e.checked_type, TensorType) else None
+
+
+def _dequantized(v: Value) -> tuple[Value, Value, Value, int] | None:
+    """(codes, scale, zero point, axis) when `v` is `qnn.dequantize` of codes (DequantizeLinear)."""
+    e = v.expr
+    if not (isinstance(e, Call) and isinstance(e.op, Op) and e.op.name == "qnn.dequantize"):
+        return None
+    operands = [_operand(a) for a in e.args]
+    if any(o is None for o in operands) or e.attrs.get("out_dtype", "") not in ("", "float32"):
+        return None
+    codes, scale, zero = operands
+    assert codes is not None and scale is not None and zero is not None
+    return codes, scale, zero, int(e.attrs.get("axis", 1))  # type: ignore[call-overload]
+
+
+def dequantized_conv(b: Builder, node: Node, x: Value, w: Value, bias: Value | None) -> Value | None:
+    """Conv of dequantized uint8 X (one scale) and dequantized int8 W (a scale per tensor or per
+    output channel, zero points 0), as the QDQ format writes it, computed on the codes as
+    QLinearConv is: (conv of the codes in int32) · (s_x · s_w), plus the bias. This is what
+    onnxruntime runs for the same nodes, so the requantized codes after it agree to the
+    rounding of the scale products; a float conv of the dequantized values rounds its sums
+    differently. None for any other Conv (converted as given)."""
+    xq, wq = _dequantized(x), _dequantized(w)
+    if xq is None or wq is None or x.ndim != 4:
+        return None
+    (xc, xs, xz, _), (wc, ws, wz, w_axis) = xq, wq
+    if (xc.dtype, wc.dtype) != ("uint8", "int8") or xs.ndim or xz.ndim or not _is_zero(wz):
+        return None
+    if ws.ndim and not (ws.shape == (w.shape[0],) and w_axis % 4 == 0):
+        return None
+    acc = integer_conv(b, node, xc, xz, wc, None)
+    factor = b.call("multiply", [xs, _channel_vector(b, ws, w.shape[0], 2, "w_scale")])
+    out = b.call("multiply", [b.call("cast", [acc], dtype="float32"), factor])
+    return out if bias is None else b.call("nn.bias_add", [out, bias], axis=1)
