@@ -143,3 +143,39 @@ def test_int8_conv_weights_get_the_word_layout_and_keep_their_meaning() -> None:
     assert 'kernel_layout="OIHW16o4i"' in print_program(altered)
     after = flatten_value(run_function(altered, {"x": x, "w": w}))[0]
     assert np.array_equal(after, _conv_reference(x, w, 1, 1).astype(np.int32))
+
+
+def test_a_qdq_conv_runs_on_the_codes_like_onnxruntime() -> None:
+    """DequantizeLinear(uint8) and DequantizeLinear(int8, per channel) into a Conv, then
+    QuantizeLinear: the conv is an int32 conv of the codes (no float conv left), and the codes
+    after it agree with onnxruntime's (which fuses the same nodes into QLinearConv) to one step."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    from irtool.frontend.onnx import import_model
+    from irtool.frontend.onnx_zoo import onnxruntime_session
+    from irtool.ir.expr import Call as RelayCall
+    from irtool.ir.visitor import post_order
+    x = _codes((1, 8, 9, 9), "uint8")
+    inits = {"xs": np.float32(0.02), "xz": np.uint8(117), "w": _codes((16, 8, 3, 3), "int8"),
+             "ws": (RNG.random(16) * 0.01 + 0.001).astype(np.float32), "wz": np.zeros(16, np.int8),
+             "b": RNG.integers(-300, 300, 16).astype(np.int32), "ys": np.float32(0.3), "yz": np.uint8(128)}
+    inits["bs"] = (inits["xs"] * inits["ws"]).astype(np.float32)
+    inits["bz"] = np.zeros(16, np.int32)
+    nodes = [helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["xf"]),
+             helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wf"], axis=0),
+             helper.make_node("DequantizeLinear", ["b", "bs", "bz"], ["bf"], axis=0),
+             helper.make_node("Conv", ["xf", "wf", "bf"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("QuantizeLinear", ["c", "ys", "yz"], ["y"])]
+    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", onnx.TensorProto.UINT8, x.shape)],
+                              [helper.make_empty_tensor_value_info("y")],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    module = import_model(model, embed_params=True).module
+    convs = [n for n in post_order(module["main"]) if isinstance(n, RelayCall) and getattr(n.op, "name", "") == "nn.conv2d"]
+    assert [(c.args[0].checked_type.dtype, c.checked_type.dtype) for c in convs] == [("uint8", "int32")]
+    want = onnxruntime_session(model).run(None, {"x": x})[0]
+    got = irtool.build(module)(x)
+    assert got.dtype == want.dtype == np.uint8
+    assert np.max(np.abs(got.astype(np.int16) - want.astype(np.int16))) <= 1

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value, relay_dtype
-from irtool.ir.expr import Call, Constant, Expr, Op
+from irtool.ir.expr import Call, Constant, Expr, Op, Var
 from irtool.ir.types import TensorType
 from irtool.frontend.onnx_ops.common import (CONVERTERS, converter, int_list, norm_axis, onnx_dtype, required,
                                              reshaped, scalar)
@@ -284,7 +284,8 @@ def _operand(e: Expr) -> Value | None:
     """An argument of a call as a Value (None when its type is not known yet)."""
     if isinstance(e, Constant):
         return Value(e, TensorType(e.data.shape, relay_dtype(e.data.dtype)), e.data)
-    return Value(e, e.checked_type) if isinstance(e.checked_type, TensorType) else None
+    ty = e.type_annotation if isinstance(e, Var) else e.checked_type   # a graph input is a Var
+    return Value(e, ty) if isinstance(ty, TensorType) else None
 
 
 def _dequantized(v: Value) -> tuple[Value, Value, Value, int] | None:
