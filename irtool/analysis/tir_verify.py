@@ -12,11 +12,11 @@ many lanes; scalars mix with vectors only through `broadcast`); conditions are b
 from __future__ import annotations
 
 from irtool.core.span import Span
-from irtool.ir.tir import (ARITH_OPS, BIT_OPS, COMPARE_OPS, INFIX_SYMBOLS, INTEGER_INTRINSICS, INTRINSICS, LOGIC_OPS,
-                           LOOP_KINDS, SCOPES, Allocate, AssertStmt, BinaryOp, Broadcast, Buffer, BufferLoad, BufferStore, Call, Cast,
-                           Evaluate, FloatImm, For, IfExpr, IfThenElse, IntImm, LetStmt, Not, PrimExpr, PrimFunc, Ramp,
-                           Select, SeqStmt, Stmt, Var, children, element_of, int_range, is_bool, is_float, is_int, lanes_of,
-                           with_lanes)
+from irtool.ir.tir import (ALL_INTRINSICS, ARITH_OPS, BIT_OPS, COMPARE_OPS, INFIX_SYMBOLS, INTEGER_INTRINSICS,
+                           LOGIC_OPS, LOOP_KINDS, SCOPES, Allocate, AssertStmt, BinaryOp, Broadcast, Buffer, BufferLoad,
+                           BufferStore, Call, Cast, Evaluate, FloatImm, For, IfExpr, IfThenElse, IntImm, LetStmt, Not,
+                           PrimExpr, PrimFunc, Ramp, Select, SeqStmt, Stmt, Var, children, element_of, int_range, is_bool,
+                           is_float, is_int, lanes_of, with_lanes)
 from irtool.core.diagnostics import DiagnosticError
 from irtool.ir.types import parse_dtype
 
@@ -239,7 +239,7 @@ class _Verifier:
             raise self.fail(f"select condition must be bool with 1 or {lanes_of(t)} lanes, found {cond}", node.span)
 
     def check_call(self, node: Call) -> None:
-        arity = INTRINSICS.get(node.name)
+        arity = ALL_INTRINSICS.get(node.name)
         if arity is None:
             raise self.fail(f"unknown intrinsic `{node.name}`", node.span)
         if len(node.args) != arity:

@@ -81,8 +81,8 @@ INTRINSIC_IMPLS: dict[str, Callable[..., object]] = {
     "ceil": np.ceil, "round": np.rint, "trunc": np.trunc, "sin": np.sin, "cos": np.cos, "tan": np.tan,
     "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh,
     "acosh": np.arccosh, "atanh": np.arctanh, "pow": np.power, "fmod": np.fmod, "fma": _fma,
-    "dot_u8s8": _dot_u8s8,
 }
+INTEGER_INTRINSIC_IMPLS: dict[str, Callable[..., object]] = {"dot_u8s8": _dot_u8s8}   # tir.INTEGER_INTRINSICS
 
 
 def numpy_dtype(dtype: str) -> np.dtype:
@@ -166,7 +166,7 @@ class _Translator:
             "np": np, "_fail": self.fail, "_floordiv": _floordiv, "_floormod": _floormod, "_truncdiv": _truncdiv,
             "_oob": self.out_of_bounds, "_vcheck": _vector_check,
         }
-        for name, impl in INTRINSIC_IMPLS.items():
+        for name, impl in (INTRINSIC_IMPLS | INTEGER_INTRINSIC_IMPLS).items():
             self.namespace[f"_i_{name}"] = impl
 
     # -- runtime helpers (bound into the namespace); `k` indexes `self.spans`
