@@ -95,6 +95,12 @@ class TargetOptions:
         """The widest float vector register the target has: 512, 256 or 128 (0 without one)."""
         return _vector_bits(*self.resolved())
 
+    def vnni_bits(self) -> int:
+        """The widest vector (512, 256, or 0 for none) at which the target has the VNNI byte dot
+        product `vpdpbusd` (AVX-512 VNNI; AVX-VNNI or AVX-512 VNNI with VL at 256 bits), which
+        the int8 tiles' `dot_u8s8` compiles to; without it they use `pmaddwd`."""
+        return _vnni_bits(*self.resolved())
+
     def function_attributes(self) -> str:
         _, cpu, features = self.resolved()
         attrs = ["nounwind", f'"target-cpu"="{cpu}"']
@@ -146,6 +152,46 @@ def _vector_bits(triple: str, cpu: str, features: str) -> int:
     asm = machine.emit_assembly(llvm.parse_assembly(_WIDTH_PROBE))
     for bits, register in ((512, "%zmm"), (256, "%ymm"), (128, "%xmm")):
         if register in asm:
+            return bits
+    return 0
+
+
+# `vpdpbusd` at one width (`bits`): LLVM aborts the process when the CPU cannot select it, so
+# a CPU given by name is asked in a child process.
+_VNNI_PROBE = """
+import sys
+import llvmlite.binding as llvm
+llvm.initialize_native_target()
+llvm.initialize_native_asmprinter()
+triple, cpu, features, bits = sys.argv[1:5]
+lanes = int(bits) // 32
+vec = f"<{lanes} x i32>"
+text = (f"declare {vec} @llvm.x86.avx512.vpdpbusd.{bits}({vec}, {vec}, {vec})\\n"
+        f"define {vec} @f({vec} %a, {vec} %b, {vec} %c) {{\\n"
+        f"  %r = call {vec} @llvm.x86.avx512.vpdpbusd.{bits}({vec} %a, {vec} %b, {vec} %c)\\n"
+        f"  ret {vec} %r\\n}}\\n")
+machine = llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features)
+sys.stdout.write("ok" if "vpdpbusd" in machine.emit_assembly(llvm.parse_assembly(text)) else "no")
+"""
+
+
+@lru_cache(maxsize=None)
+def _vnni_bits(triple: str, cpu: str, features: str) -> int:
+    import llvmlite.binding as llvm
+    if not triple.startswith("x86_64"):
+        return 0
+    flags = set(features.split(","))
+    if triple == llvm.get_process_triple() and cpu == llvm.get_host_cpu_name() and \
+            flags & {"+avx512vnni", "-avx512vnni"}:
+        # The host's own feature list says it (no child process for the common case).
+        wide = "+avx512vnni" in flags
+        if wide and _vector_bits(triple, cpu, features) == 512:
+            return 512
+        return 256 if "+avxvnni" in flags or (wide and "+avx512vl" in flags) else 0
+    for bits in (512, 256):
+        probe = subprocess.run([sys.executable, "-c", _VNNI_PROBE, triple, cpu, features, str(bits)],
+                               capture_output=True, text=True, timeout=120)
+        if probe.returncode == 0 and probe.stdout == "ok" and (bits == 256 or _vector_bits(triple, cpu, features) == 512):
             return bits
     return 0
 

@@ -10,7 +10,10 @@ dense tile's NR columns) when the dense schedule prefers panels for that many ro
 for a batch-1 layer, whose weight rows it streams as given), N is a multiple of NR and the weight
 is computed from constants only (a weight passed in at run time is packed faster panel by panel
 inside the kernel than by a separate `layout_transform` on every call: measured 0.92x vs 1.0x).
-Depthwise convolutions keep OIHW (their schedule vectorizes along the output row).
+Depthwise convolutions keep OIHW (their schedule vectorizes along the output row). An int8
+conv (uint8 data, int8 weight, int32 result, ungrouped) gets `OIHW{L}o4i`: the four input
+channels that schedules/int8.py packs into one word are adjacent bytes, so its per-call word
+stage reads the weight in order.
 
 The transform is folded where the weight allows it: a constant is packed here (numpy), a
 `full(...)` fill is the same fill in the new shape, and consecutive `layout_transform`s compose
@@ -32,6 +35,7 @@ from irtool.ir.types import TensorType
 from irtool.ir.visitor import ExprMutator, post_order
 from irtool.lower.schedules import register_tile
 from irtool.lower.schedules.dense import weight_layout_for
+from irtool.lower.schedules.int8 import WORD, int8_dot_dtypes
 from irtool.lower.schedules.tile import RegisterTile
 from irtool.ops.apply import op_call
 from irtool.ops.registry import get_op
@@ -71,13 +75,19 @@ def relayout(w: Expr, src: str, dst: str) -> Expr:
 def conv_kernel_layout(call: Call, lanes: int) -> str | None:
     """The blocked kernel layout this conv2d should read, or None to leave it."""
     attrs = _attrs(call)
-    x, w = (a.checked_type for a in call.args)
-    if not (isinstance(x, TensorType) and isinstance(w, TensorType) and x.dtype == w.dtype == "float32"):
+    x, w, out = (a.checked_type for a in (*call.args, call))
+    if not (isinstance(x, TensorType) and isinstance(w, TensorType) and isinstance(out, TensorType)):
         return None
     if attrs["data_layout"] != "NCHW" or attrs["kernel_layout"] != "OIHW" or (attrs["out_layout"] or "NCHW") != "NCHW":
         return None
     groups = int(attrs["groups"])  # type: ignore[arg-type]
     o, c = int(w.shape[0]), int(x.shape[1])
+    if int8_dot_dtypes(out.dtype, x.dtype, w.dtype):
+        # The int8 tile's weight words (schedules/int8.py): four input channels of one output
+        # channel are adjacent bytes, L output channels one vector of words.
+        return f"OIHW{lanes}o{WORD}i" if groups == 1 and o % lanes == 0 and c % WORD == 0 else None
+    if x.dtype != "float32" or w.dtype != "float32":
+        return None
     if groups == o == c or (o // groups) % lanes:
         return None
     return f"OIHW{lanes}o"

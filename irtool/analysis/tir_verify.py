@@ -12,11 +12,11 @@ many lanes; scalars mix with vectors only through `broadcast`); conditions are b
 from __future__ import annotations
 
 from irtool.core.span import Span
-from irtool.ir.tir import (ARITH_OPS, BIT_OPS, COMPARE_OPS, INFIX_SYMBOLS, INTRINSICS, LOGIC_OPS, LOOP_KINDS, SCOPES,
-                           Allocate, AssertStmt, BinaryOp, Broadcast, Buffer, BufferLoad, BufferStore, Call, Cast,
-                           Evaluate, FloatImm, For, IfExpr, IfThenElse, IntImm, LetStmt, Not, PrimExpr, PrimFunc, Ramp,
-                           Select, SeqStmt, Stmt, Var, children, int_range, is_bool, is_float, is_int, lanes_of,
-                           with_lanes)
+from irtool.ir.tir import (ALL_INTRINSICS, ARITH_OPS, BIT_OPS, COMPARE_OPS, INFIX_SYMBOLS, INTEGER_INTRINSICS,
+                           LOGIC_OPS, LOOP_KINDS, SCOPES, Allocate, AssertStmt, BinaryOp, Broadcast, Buffer, BufferLoad,
+                           BufferStore, Call, Cast, Evaluate, FloatImm, For, IfExpr, IfThenElse, IntImm, LetStmt, Not,
+                           PrimExpr, PrimFunc, Ramp, Select, SeqStmt, Stmt, Var, children, element_of, int_range, is_bool,
+                           is_float, is_int, lanes_of, with_lanes)
 from irtool.core.diagnostics import DiagnosticError
 from irtool.ir.types import parse_dtype
 
@@ -239,12 +239,13 @@ class _Verifier:
             raise self.fail(f"select condition must be bool with 1 or {lanes_of(t)} lanes, found {cond}", node.span)
 
     def check_call(self, node: Call) -> None:
-        arity = INTRINSICS.get(node.name)
+        arity = ALL_INTRINSICS.get(node.name)
         if arity is None:
             raise self.fail(f"unknown intrinsic `{node.name}`", node.span)
         if len(node.args) != arity:
             raise self.fail(f"`{node.name}` takes {arity} argument(s), {len(node.args)} given", node.span)
+        integer = node.name in INTEGER_INTRINSICS
         for arg in node.args:
-            if arg.dtype != node.dtype or not is_float(arg.dtype):
-                raise self.fail(f"`{node.name}` needs float arguments of one dtype, found "
+            if arg.dtype != node.dtype or (element_of(arg.dtype) != "int32" if integer else not is_float(arg.dtype)):
+                raise self.fail(f"`{node.name}` needs {'int32' if integer else 'float'} arguments of one dtype, found "
                                 f"{', '.join(a.dtype for a in node.args)}", node.span)

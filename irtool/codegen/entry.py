@@ -541,7 +541,7 @@ def generate_module(mod: IRModule, prefix: str, options: TargetOptions,
     if not is_lowered(mod):
         raise DiagnosticError("irtool-llc: code generation takes a lowered module; `main` still calls operators "
                               "(`irtool.driver.prepare` lowers it)", getattr(main, "span", None))
-    ctx = ModuleContext(fast_math=options.fast_math, threads=options.threads)
+    ctx = ModuleContext(fast_math=options.fast_math, threads=options.threads, vnni_bits=options.vnni_bits())
     prefix = sanitize(prefix)
     if isinstance(main, Function):
         from irtool.codegen.functions import generate_functions_module, is_dataflow_main  # builds on this module

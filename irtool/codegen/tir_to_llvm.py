@@ -72,6 +72,7 @@ class ModuleContext:
 
     fast_math: bool = False
     threads: int = 1
+    vnni_bits: int = 0       # `TargetOptions.vnni_bits`: where `dot_u8s8` is one `vpdpbusd`
     declarations: dict[str, str] = field(default_factory=dict)
     functions: list[str] = field(default_factory=list)
     has_runtime: bool = False
@@ -734,6 +735,8 @@ class FunctionEmitter:
         ty = value_type(dtype)
         fmf = self.ctx.fmf
         name = node.name
+        if name == "dot_u8s8":
+            return self.dot_u8s8(lanes_of(dtype), args)
         if name in _INLINE_FLOAT32 and scalar_type(dtype) in ("float", "half", "bfloat"):
             return self.inline_float32(name, dtype, args[0])
         if name == "pow" and (n := _small_integer_exponent(node.args[1])) is not None:
@@ -759,6 +762,41 @@ class FunctionEmitter:
         if name in _LIBM:
             return self.libm(name, dtype, args[0])
         raise self.fail(f"unsupported intrinsic `{name}`", node)
+
+    def dot_u8s8(self, lanes: int, args: list[str]) -> str:
+        """`vpdpbusd` where the target has it at this width; otherwise the bytes split into
+        16-bit lanes by masks and shifts (even bytes, odd bytes; the signed ones sign-extended)
+        and two pairwise 16-bit multiply-adds, the pattern LLVM selects `pmaddwd` for on x86."""
+        acc, a, b = args
+        vec = f"<{lanes} x i32>"
+        if lanes * 32 == self.ctx.vnni_bits:
+            full = f"llvm.x86.avx512.vpdpbusd.{lanes * 32}"
+            self.ctx.declare(full, f"declare {vec} @{full}({vec}, {vec}, {vec})")
+            return self.emit(f"call {vec} @{full}({vec} {acc}, {vec} {a}, {vec} {b})")
+        if lanes == 1:
+            acc, a, b = (self.emit(f"bitcast i32 {v} to <1 x i32>") for v in args)
+        half = f"<{2 * lanes} x i16>"
+
+        def splat16(value: int) -> str:
+            return "<" + ", ".join([f"i16 {value}"] * (2 * lanes)) + ">"
+        a16, b16 = (self.emit(f"bitcast {vec} {v} to {half}") for v in (a, b))
+        a_even = self.emit(f"and {half} {a16}, {splat16(255)}")
+        a_odd = self.emit(f"lshr {half} {a16}, {splat16(8)}")
+        b_even = self.emit(f"ashr {half} {self.emit(f'shl {half} {b16}, {splat16(8)}')}, {splat16(8)}")
+        b_odd = self.emit(f"ashr {half} {b16}, {splat16(8)}")
+        total = self.emit(f"add {vec} {self.pairwise_madd(lanes, a_even, b_even)}, "
+                          f"{self.pairwise_madd(lanes, a_odd, b_odd)}")
+        out = self.emit(f"add {vec} {total}, {acc}")
+        return self.emit(f"bitcast <1 x i32> {out} to i32") if lanes == 1 else out
+
+    def pairwise_madd(self, lanes: int, x: str, y: str) -> str:
+        """Lane j: x[2j]·y[2j] + x[2j+1]·y[2j+1] of two <2·lanes x i16> vectors, in i32."""
+        half, wide, vec = f"<{2 * lanes} x i16>", f"<{2 * lanes} x i32>", f"<{lanes} x i32>"
+        product = self.emit(f"mul {wide} {self.emit(f'sext {half} {x} to {wide}')}, "
+                            f"{self.emit(f'sext {half} {y} to {wide}')}")
+        even, odd = ("<" + ", ".join(f"i32 {i}" for i in range(k, 2 * lanes, 2)) + ">" for k in (0, 1))
+        return self.emit(f"add {vec} {self.emit(f'shufflevector {wide} {product}, {wide} poison, <{lanes} x i32> {even}')}, "
+                         f"{self.emit(f'shufflevector {wide} {product}, {wide} poison, <{lanes} x i32> {odd}')}")
 
     def inline_float32(self, name: str, dtype: str, value: str) -> str:
         """`exp`/`tanh` from `vector_math` (half and bfloat through float, as libm would be)."""

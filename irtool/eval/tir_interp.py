@@ -60,6 +60,16 @@ def _fma(a: np.generic | np.ndarray, b: np.generic | np.ndarray,
     return (np.asarray(a, wide) * np.asarray(b, wide) + np.asarray(c, wide)).astype(a.dtype)[()]
 
 
+def _dot_u8s8(acc: np.generic | np.ndarray, a: np.generic | np.ndarray,
+              b: np.generic | np.ndarray) -> np.generic | np.ndarray:
+    """acc + the four unsigned-by-signed byte products of each int32 lane (little-endian bytes)."""
+    lanes = np.shape(acc)
+    ua = np.ascontiguousarray(a, np.int32).view(np.uint8).reshape(*lanes, 4).astype(np.int64)
+    sb = np.ascontiguousarray(b, np.int32).view(np.int8).reshape(*lanes, 4).astype(np.int64)
+    total = np.asarray(acc, np.int64) + (ua * sb).sum(axis=-1)
+    return total.astype(np.int32)[()]   # int64 → int32 wraps, as the instruction does
+
+
 def _rsqrt(x: np.generic | np.ndarray) -> np.generic | np.ndarray:
     return x.dtype.type(1) / np.sqrt(x)
 
@@ -72,6 +82,7 @@ INTRINSIC_IMPLS: dict[str, Callable[..., object]] = {
     "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh,
     "acosh": np.arccosh, "atanh": np.arctanh, "pow": np.power, "fmod": np.fmod, "fma": _fma,
 }
+INTEGER_INTRINSIC_IMPLS: dict[str, Callable[..., object]] = {"dot_u8s8": _dot_u8s8}   # tir.INTEGER_INTRINSICS
 
 
 def numpy_dtype(dtype: str) -> np.dtype:
@@ -155,7 +166,7 @@ class _Translator:
             "np": np, "_fail": self.fail, "_floordiv": _floordiv, "_floormod": _floormod, "_truncdiv": _truncdiv,
             "_oob": self.out_of_bounds, "_vcheck": _vector_check,
         }
-        for name, impl in INTRINSIC_IMPLS.items():
+        for name, impl in (INTRINSIC_IMPLS | INTEGER_INTRINSIC_IMPLS).items():
             self.namespace[f"_i_{name}"] = impl
 
     # -- runtime helpers (bound into the namespace); `k` indexes `self.spans`

@@ -35,6 +35,11 @@ INTRINSICS = {"exp": 1, "exp2": 1, "log": 1, "log2": 1, "log10": 1, "sqrt": 1, "
               "sigmoid": 1, "erf": 1, "fabs": 1, "floor": 1, "ceil": 1, "round": 1, "trunc": 1, "sin": 1,
               "cos": 1, "tan": 1, "asin": 1, "acos": 1, "atan": 1, "sinh": 1, "cosh": 1, "asinh": 1,
               "acosh": 1, "atanh": 1, "pow": 2, "fmod": 2, "fma": 3}
+# Integer intrinsics (int32 lanes): name -> number of arguments. `dot_u8s8(acc, a, b)`: each lane
+# of `acc` plus the sum of the four products of a's bytes (unsigned) and b's bytes (signed) in
+# that lane, wrapping: x86's VNNI `vpdpbusd`, the step of the int8 dot-product tiles.
+INTEGER_INTRINSICS = {"dot_u8s8": 3}
+ALL_INTRINSICS = {**INTRINSICS, **INTEGER_INTRINSICS}
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
 SCOPES = ("global", "local")
 
@@ -247,7 +252,7 @@ class Broadcast(PrimExpr):
 
 
 class Call(PrimExpr):
-    """A math intrinsic (see INTRINSICS), lane-wise; its dtype is its first argument's."""
+    """An intrinsic (see ALL_INTRINSICS), lane-wise; its dtype is its first argument's."""
 
     __slots__ = ("name", "args")
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from irtool.ir.expr import Attrs
 from irtool.core.span import Span
-from irtool.ir.tir import (BIT_OPS, INTRINSICS, LOOP_KINDS, SCOPES, SYMBOL_OPS, Allocate, AssertStmt, BinaryOp, Broadcast,
+from irtool.ir.tir import (ALL_INTRINSICS, BIT_OPS, LOOP_KINDS, SCOPES, SYMBOL_OPS, Allocate, AssertStmt, BinaryOp, Broadcast,
                            Buffer, BufferLoad, BufferStore, Call, Cast, Evaluate, FloatImm, For, IfExpr, IfThenElse,
                            IntImm, LetStmt, Not, PrimExpr, PrimFunc, Ramp, Select, Stmt, Var, int_range, is_float,
                            is_int, lanes_of, seq)
@@ -24,7 +24,7 @@ from irtool.ir.types import parse_dtype, unknown_dtype_message
 from irtool.syntax.lexer import SourceText, Token
 
 _BINARY_CALLS = ("floordiv", "floormod", "min", "max", "and", "or", *BIT_OPS)
-_BUILTINS = (*_BINARY_CALLS, "not", "select", "if_then_else", "ramp", "broadcast", *INTRINSICS)
+_BUILTINS = (*_BINARY_CALLS, "not", "select", "if_then_else", "ramp", "broadcast", *ALL_INTRINSICS)
 _KIND_NAMES = {"range": "serial", **{kind: kind for kind in LOOP_KINDS if kind != "serial"}}
 _BUFFER_OPTIONS = ("strides", "align", "scope")
 
@@ -298,7 +298,7 @@ class TirActions:
         if name == "broadcast":
             self.tir_arity(token, args, 2)
             return Broadcast(args[0], self.tir_lanes(args[1]), span)
-        self.tir_arity(token, args, INTRINSICS[name])
+        self.tir_arity(token, args, ALL_INTRINSICS[name])
         return Call(name, args, span)
 
     def tir_arity(self, token: Token, args: list[PrimExpr], n: int) -> None:

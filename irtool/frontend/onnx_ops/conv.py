@@ -23,7 +23,7 @@ def spatial_sizes(x: Value) -> list[int]:
     return list(sizes)  # type: ignore[arg-type]
 
 
-def _spatial_pads(node: Node, in_sizes: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
+def spatial_pads(node: Node, in_sizes: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
                   dilations: Sequence[int]) -> list[int]:
     """Explicit [begin..., end...] padding from `pads` or `auto_pad`."""
     n = len(in_sizes)
@@ -110,13 +110,17 @@ def _conv3d(b: Builder, x: Value, w: Value, strides: list[int], dilations: list[
 @converter("Conv")
 def _conv(b: Builder, node: Node) -> list[Value | None]:
     x, w = required(node, 0, "X"), required(node, 1, "W")
+    if x.dtype == "float32":
+        from irtool.frontend.onnx_ops.quantize import dequantized_conv   # builds on this module
+        if (integer := dequantized_conv(b, node, x, w, node.input(2))) is not None:
+            return [integer]
     rank = spatial_rank(x, "convolution", 3)
     if w.ndim != x.ndim:
         raise Unsupported(f"W has rank {w.ndim}, but X has rank {x.ndim}")
     kernel = list(w.shape[2:])
     strides = int_list(node.attr("strides")) or [1] * rank
     dilations = int_list(node.attr("dilations")) or [1] * rank
-    pads = _spatial_pads(node, spatial_sizes(x), kernel, strides, dilations)
+    pads = spatial_pads(node, spatial_sizes(x), kernel, strides, dilations)
     bias = node.input(2)
     if rank == 3:
         out = _conv3d(b, x, w, strides, dilations, pads, int(node.attr("group", 1)))  # type: ignore[call-overload]
@@ -298,7 +302,7 @@ def _pool(b: Builder, node: Node, op: str) -> list[Value | None]:
     dilations = int_list(node.attr("dilations")) or [1] * rank
     ceil_mode = bool(node.attr("ceil_mode", 0))
     sizes = spatial_sizes(x)
-    pads = _spatial_pads(node, sizes, kernel, strides, dilations)
+    pads = spatial_pads(node, sizes, kernel, strides, dilations)
     indices = None
     if len(node.used_outputs) > 1 and node.used_outputs[1]:
         indices = _max_indices(b, x, kernel, strides, dilations, pads, ceil_mode, int(node.attr("storage_order", 0)))  # type: ignore[call-overload]

@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value
-from irtool.frontend.onnx_ops.common import (CONVERTERS, converter, norm_axis, onnx_dtype, required, reshaped,
-                                             scalar)
+from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value, relay_dtype
+from irtool.ir.expr import Call, Constant, Expr, Op, Var
+from irtool.ir.types import TensorType
+from irtool.frontend.onnx_ops.common import (CONVERTERS, converter, int_list, norm_axis, onnx_dtype, required,
+                                             reshaped, scalar)
+from irtool.frontend.onnx_ops.conv import spatial_pads, spatial_sizes
 from irtool.frontend.onnx_ops.nn import matmul
 
 _CODES = ("int8", "uint8", "int16", "uint16")
@@ -147,8 +150,16 @@ def _per_column(b: Builder, w: Value, zero: Value | None) -> Value | None:
 
 
 def integer_matmul(b: Builder, a: Value, a_zero: Value | None, w: Value, w_zero: Value | None) -> Value:
-    """(A − a_zero) · (B − b_zero) accumulated in int32."""
+    """(A − a_zero) · (B − b_zero) accumulated in int32. uint8 A with one zero point times int8
+    B without one is the byte product of the codes minus a_zero · Σ B per column, which the
+    int8 kernels compute four products to a lane (lower/schedules/int8.py)."""
     a_zero, w_zero = (None if _is_zero(z) else z for z in (a_zero, w_zero))
+    if (a.dtype, w.dtype) == ("uint8", "int8") and w_zero is None and w.ndim == 2 and a.ndim >= 2 and (
+            a_zero is None or a_zero.ndim == 0 or a_zero.shape == (1,)) and (a_zero is None or a_zero.dtype == "uint8"):
+        out = matmul(b, a, w, out_dtype="int32")
+        if a_zero is None:
+            return out
+        return b.call("subtract", [out, _zero_point_times_sums(b, reshaped(b, a_zero, ()), w, (0,), (w.shape[1],))])
     return matmul(b, _centered(b, a, _per_row(b, a, a_zero), "A"), _centered(b, w, _per_column(b, w, w_zero), "B"),
                   out_dtype="int32")
 
@@ -163,13 +174,49 @@ def _channel_vector(b: Builder, v: Value, channels: int, trailing: int, what: st
     return reshaped(b, v, (channels,) + (1,) * trailing)
 
 
+def _zero_point_times_sums(b: Builder, x_zero: Value, w: Value, axes: tuple[int, ...], shape: tuple[int, ...]) -> Value:
+    """x_zero · Σ w over `axes` in int32, shaped `shape` (what the byte product of X and W adds
+    beyond (X − x_zero) · W); a constant when both are."""
+    if x_zero.const is not None and w.const is not None and not (x_zero.from_param or w.from_param):
+        sums = w.const.astype(np.int64).sum(axis=axes)
+        return b.const((sums * int(np.asarray(x_zero.const).reshape(()))).astype(np.int32).reshape(shape))
+    sums = b.call("sum", [b.call("cast", [w], dtype="int32")], axis=axes)
+    return reshaped(b, b.call("multiply", [b.call("cast", [x_zero], dtype="int32"), sums]), shape)
+
+
+def _byte_conv(b: Builder, node: Node, x: Value, x_zero: Value | None, w: Value) -> Value | None:
+    """A 2-d, ungrouped conv of uint8 X and int8 W (no weight zero point) as the byte product
+    the int8 kernels compute (lower/schedules/int8.py): X padded with its zero point, the conv of
+    the codes in int32, minus x_zero · Σ W per output channel. None for other forms."""
+    if (x.dtype, w.dtype, x.ndim, w.ndim) != ("uint8", "int8", 4, 4) or int(node.attr("group", 1)) != 1:  # type: ignore[call-overload]
+        return None
+    kernel = list(w.shape[2:])
+    strides = int_list(node.attr("strides")) or [1, 1]
+    dilations = int_list(node.attr("dilations")) or [1, 1]
+    top, left, bottom, right = spatial_pads(node, spatial_sizes(x), kernel, strides, dilations)
+    if top or left or bottom or right:
+        pad_value = reshaped(b, x_zero, ()) if x_zero is not None else scalar(b, 0, "uint8")
+        x = b.call("nn.pad", [x, pad_value], pad_width=((0, 0), (0, 0), (top, bottom), (left, right)))
+    out = b.call("nn.conv2d", [x, w], strides=tuple(strides), dilation=tuple(dilations), channels=w.shape[0],
+                 kernel_size=tuple(kernel), out_dtype="int32")
+    if x_zero is None:
+        return out
+    return b.call("subtract", [out, _zero_point_times_sums(b, reshaped(b, x_zero, ()), w, (1, 2, 3),
+                                                             (w.shape[0], 1, 1))])
+
+
 def integer_conv(b: Builder, node: Node, x: Value, x_zero: Value | None, w: Value, w_zero: Value | None,
                  bias: Value | None = None) -> Value:
     """Conv of (X − x_zero) and (W − w_zero) in int32, with the Conv converter's attributes
-    (its padding then pads X − x_zero with zeros, i.e. X with its zero point)."""
+    (its padding then pads X − x_zero with zeros, i.e. X with its zero point); uint8 X and
+    symmetric int8 W as a byte product (`_byte_conv`)."""
     x_zero, w_zero = (None if _is_zero(z) else z for z in (x_zero, w_zero))
     if x_zero is not None and x_zero.ndim and x_zero.shape != (1,):
         raise Unsupported(f"a zero point of shape {x_zero.shape} for X (one value expected)")
+    if x_zero is not None and x_zero.dtype != x.dtype:
+        raise Unsupported(f"a {x_zero.dtype} zero point for {x.dtype} X")
+    if w_zero is None and (byte := _byte_conv(b, node, x, x_zero, w)) is not None:
+        return byte if bias is None else b.call("nn.bias_add", [byte, bias], axis=1)
     data = _centered(b, x, None if x_zero is None else reshaped(b, x_zero, ()), "X")
     w_zero = None if w_zero is None else _channel_vector(b, w_zero, w.shape[0], w.ndim - 1, "zero point")
     weight = _centered(b, w, w_zero, "W")
@@ -231,3 +278,45 @@ def _qlinear_conv(b: Builder, node: Node) -> list[Value | None]:
     w_scale = _channel_vector(b, w_scale, w.shape[0], trailing, "w_scale")
     factor = b.call("divide", [b.call("multiply", [reshaped(b, x_scale, ()), w_scale]), reshaped(b, y_scale, ())])
     return [_requantize(b, acc, factor, y_zero, dtype)]
+
+
+def _operand(e: Expr) -> Value | None:
+    """An argument of a call as a Value (None when its type is not known yet)."""
+    if isinstance(e, Constant):
+        return Value(e, TensorType(e.data.shape, relay_dtype(e.data.dtype)), e.data)
+    ty = e.type_annotation if isinstance(e, Var) else e.checked_type   # a graph input is a Var
+    return Value(e, ty) if isinstance(ty, TensorType) else None
+
+
+def _dequantized(v: Value) -> tuple[Value, Value, Value, int] | None:
+    """(codes, scale, zero point, axis) when `v` is `qnn.dequantize` of codes (DequantizeLinear)."""
+    e = v.expr
+    if not (isinstance(e, Call) and isinstance(e.op, Op) and e.op.name == "qnn.dequantize"):
+        return None
+    operands = [_operand(a) for a in e.args]
+    if any(o is None for o in operands) or e.attrs.get("out_dtype", "") not in ("", "float32"):
+        return None
+    codes, scale, zero = operands
+    assert codes is not None and scale is not None and zero is not None
+    return codes, scale, zero, int(e.attrs.get("axis", 1))  # type: ignore[call-overload]
+
+
+def dequantized_conv(b: Builder, node: Node, x: Value, w: Value, bias: Value | None) -> Value | None:
+    """Conv of dequantized uint8 X (one scale) and dequantized int8 W (a scale per tensor or per
+    output channel, zero points 0), as the QDQ format writes it, computed on the codes as
+    QLinearConv is: (conv of the codes in int32) · (s_x · s_w), plus the bias. This is what
+    onnxruntime runs for the same nodes, so the requantized codes after it agree to the
+    rounding of the scale products; a float conv of the dequantized values rounds its sums
+    differently. None for any other Conv (converted as given)."""
+    xq, wq = _dequantized(x), _dequantized(w)
+    if xq is None or wq is None or x.ndim != 4:
+        return None
+    (xc, xs, xz, _), (wc, ws, wz, w_axis) = xq, wq
+    if (xc.dtype, wc.dtype) != ("uint8", "int8") or xs.ndim or xz.ndim or not _is_zero(wz):
+        return None
+    if ws.ndim and not (ws.shape == (w.shape[0],) and w_axis % 4 == 0):
+        return None
+    acc = integer_conv(b, node, xc, xz, wc, None)
+    factor = b.call("multiply", [xs, _channel_vector(b, ws, w.shape[0], 2, "w_scale")])
+    out = b.call("multiply", [b.call("cast", [acc], dtype="float32"), factor])
+    return out if bias is None else b.call("nn.bias_add", [out, bias], axis=1)

@@ -19,6 +19,7 @@ from irtool.lower.rules._lanes import lane_reduce
 from irtool.lower.rules._rule import Attrs, dot_dtype, out_tensor_type, rule, shape_of, sum_dtype
 from irtool.lower.rules.reduce import mean_of
 from irtool.lower.schedules import conv2d_schedule, dense_tiled, register_tile
+from irtool.lower.schedules.int8 import conv2d_int8, dense_int8
 from irtool.lower.schedules.layout import in_blocked
 from irtool.lower.schedules.matmul import matmul_tiled
 from irtool.lower.schedules.pad import pad_nchw
@@ -78,7 +79,8 @@ def _conv2d(args: list, attrs: Attrs, out: Type) -> Tensor:
     if top or left or bottom or right:
         data, data_layout = _pad_stage(x, dl, (top, left, bottom, right), (n, c, h, wd)), "NCHW"
     if data_layout == "NCHW" and ol == "NCHW":
-        tiled = conv2d_schedule(data, w, kl, (kh, kw), dtype, shape_of(out), (sh, sw), (dh, dw), groups)
+        tiled = conv2d_int8(data, w, kl, (kh, kw), dtype, shape_of(out), (sh, sw), (dh, dw)) if groups == 1 else None
+        tiled = tiled or conv2d_schedule(data, w, kl, (kh, kw), dtype, shape_of(out), (sh, sw), (dh, dw), groups)
         if tiled is not None:
             return tiled
     per_group = o // groups
@@ -126,6 +128,8 @@ def _dense(args: list, attrs: Attrs, out: Type) -> Tensor:
     dtype = out_tensor_type(out).dtype
     wl = _layout(attrs, "weight_layout", "NK")
     tiled = dense_tiled(x, w, dtype, weight_layout=wl)
+    if tiled is None and wl == "NK":
+        tiled = dense_int8(x, w, dtype, shape_of(out))
     if tiled is None and wl == "NK":
         tiled = matmul_tiled(x, w, dtype, shape_of(out), False, True)
     if tiled is not None:

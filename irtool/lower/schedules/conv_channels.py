@@ -28,11 +28,13 @@ from irtool.ir.tir import (
 )
 from irtool.lower.schedules.layout import in_blocked, output_blocked
 from irtool.lower.schedules.tile import (
+    Combine,
     RegisterTile,
     Store,
     Vector,
     blocks,
     loop,
+    mul_add,
     register_tiles,
     shifted,
     tiled_dtypes,
@@ -55,14 +57,16 @@ from irtool.lower.te import (
 
 def conv2d_channels_tiled(data: Tensor, w: Tensor, kernel_layout: str, kernel: tuple[int, int], dtype: str,
                           out_shape: tuple[int, ...], strides: tuple[int, int], dilation: tuple[int, int],
-                          groups: int, tile: RegisterTile, strip: int = 256) -> Scheduled | None:
+                          groups: int, tile: RegisterTile, strip: int = 256,
+                          combine: Combine = mul_add) -> Scheduled | None:
     """The NCHW conv over already padded `data` with a `kernel` = (KH, KW) weight `w` in
     `kernel_layout` (any permutation of OIHW, possibly blocked), or None for dtypes other than
     float32 and integers accumulated in int32 (widened on load).
 
     `tile.rows` pixels x `tile.vectors` vectors of `tile.lanes` channels are accumulated in
     registers; pixels are swept in strips of about `strip` so that the strip's input rows stay
-    in cache while every channel tile of the group passes over them."""
+    in cache while every channel tile of the group passes over them. `combine` is the tile's
+    reduction step (int8.py's byte dot product over channels packed four to a word)."""
     if not tiled_dtypes(dtype, data.dtype, w.dtype) or min(out_shape) == 0:
         return None
     n_ext, o_ext, oh, ow = out_shape
@@ -112,7 +116,8 @@ def conv2d_channels_tiled(data: Tensor, w: Tensor, kernel_layout: str, kernel: t
 
         def strip_tiles(first: PrimExpr, extent: int) -> Stmt:
             return seq([register_tiles((add(first, mb[0]), mb[1], mb[2]), nb,  # type: ignore[arg-type]
-                                       lanes, dtype, (cg, kh, kw), scalar, weights_of(nb[0] // lanes), at, store)
+                                       lanes, dtype, (cg, kh, kw), scalar, weights_of(nb[0] // lanes), at, store,
+                                       combine=combine)
                         for nb in blocks(og, nr) for mb in blocks(extent, mr)])
         strips: list[Stmt] = []
         if pixels >= span:

@@ -17,9 +17,11 @@ from __future__ import annotations
 from irtool.ir.tir import Allocate, Buffer, BufferLoad, For, PrimExpr, Stmt, Var, seq, with_lanes
 from irtool.lower.schedules.dense import pack_panel
 from irtool.lower.schedules.tile import (
+    Combine,
     RegisterTile,
     Store,
     blocks,
+    mul_add,
     register_tile,
     register_tiles,
     shifted,
@@ -30,12 +32,14 @@ from irtool.lower.schedules.tile import (
 from irtool.lower.te import INDEX, Builder, Idx, Scheduled, Tensor, add, cast, const, mul
 
 def matmul_tiled(a: Tensor, b: Tensor, dtype: str, out_shape: tuple[int, ...], transpose_a: bool,
-                 transpose_b: bool, tile: RegisterTile | None = None) -> Scheduled | None:
+                 transpose_b: bool, tile: RegisterTile | None = None,
+                 combine: Combine = mul_add) -> Scheduled | None:
     """C = A·B as register tiles, or None outside the dtypes and shapes the tile handles.
 
     `out_shape` (M, N) is a matrix product of 2-d operands (`nn.dense`: B given as (N, K), so
     `transpose_b`); (G, M, N) a batch of them (`nn.batch_matmul`), where an operand with a
-    batch of one is shared by every product. A is (M, K), or (K, M) with `transpose_a`."""
+    batch of one is shared by every product. A is (M, K), or (K, M) with `transpose_a`.
+    `combine` is the tile's reduction step (int8.py's byte dot product over packed words)."""
     batched = len(out_shape) == 3
     if not (tiled_dtypes(dtype, a.dtype, b.dtype) and a.ndim == b.ndim == len(out_shape) and min(out_shape) > 0):
         return None
@@ -73,7 +77,8 @@ def matmul_tiled(a: Tensor, b: Tensor, dtype: str, out_shape: tuple[int, ...], t
 
             def at(m: PrimExpr, cols: PrimExpr) -> Idx:
                 return ((g,) if batched else ()) + (m, shifted(cols, n0))
-            tiles = [register_tiles(mb, (0, 1, width), shape.lanes, dtype, (k_ext,), scalar, vector, at, store, split)
+            tiles = [register_tiles(mb, (0, 1, width), shape.lanes, dtype, (k_ext,), scalar, vector, at, store, split,
+                                    combine)
                      for mb in blocks(m_ext, shape.rows)]
             if panel is None:
                 return seq(tiles)

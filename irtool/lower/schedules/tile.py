@@ -43,6 +43,7 @@ Store = Callable[[Idx, PrimExpr], Stmt]                            # (output ind
 Block = tuple[int, int, int]                                       # (start, tile count, tile size)
 Scalar = Callable[[PrimExpr, Idx], PrimExpr]                       # (row, reduction vars)
 Vector = Callable[[PrimExpr, PrimExpr, int, int, Idx], PrimExpr]   # (tile no, first col, offset, lanes, red)
+Combine = Callable[[PrimExpr, PrimExpr, PrimExpr], PrimExpr]       # (broadcast scalar, vector, acc) -> new acc
 
 
 @dataclass(frozen=True)
@@ -138,9 +139,10 @@ def tile_loop(name: str, block: Block, inner: Callable[[PrimExpr], Stmt]) -> Stm
 
 def register_tiles(mblock: Block, nblock: Block, lanes: int, dtype: str, reduction: tuple[int, ...],
                    scalar: Scalar, vector: Vector, at: Callable[[PrimExpr, PrimExpr], Idx], store: Store,
-                   split: int = 1) -> Stmt:
+                   split: int = 1, combine: Combine = mul_add) -> Stmt:
     """The tiles of one (row block, column block): acc[r, c:c+lanes] += broadcast(scalar(row))
-    * vector(columns) over the whole reduction, then stored at `at(row, column vector)`.
+    * vector(columns) over the whole reduction, then stored at `at(row, column vector)`;
+    `combine` is that step (the int8 tiles' byte dot product instead of a multiply-add).
 
     `split` > 1 keeps that many partial sums per output vector, over interleaved steps of the
     innermost reduction axis (step k goes to sum k % split), added up before the store: a tile
@@ -161,7 +163,7 @@ def register_tiles(mblock: Block, nblock: Block, lanes: int, dtype: str, reducti
 
         def steps(at_red: Idx, part: int) -> list[Stmt]:
             """One reduction step into partial sum `part` of every slot."""
-            return [BufferStore(acc, slot(r * split + part, c, n), mul_add(
+            return [BufferStore(acc, slot(r * split + part, c, n), combine(
                 splat(scalar(add(m0, r), at_red), n), vector(nt, n0, c, n, at_red),
                 BufferLoad(acc, slot(r * split + part, c, n)))) for r in range(mr) for c, n in pieces]
         init = [BufferStore(acc, slot(r, c, n), splat(zero, n)) for r in range(mr * split) for c, n in pieces]
