@@ -24,8 +24,9 @@ or the status of a failing chunk (a failed `assert` inside the loop).
   without touching the job when it is set. Only then may the next job overwrite the fields.
 - **Shutdown.** `@irtool_pool_shutdown` is in `llvm.global_dtors`: it runs at `exit` and
   `dlclose` in C programs, and `irtool.runtime.native` calls it (`run_static_destructors`)
-  before the process drops a JIT engine whose code parked workers would return into. It sets
-  `stop`, takes the pool for good (later loops run serially), wakes and joins the workers.
+  before the process drops a JIT engine whose code parked workers would return into. The first
+  call sets `stop`, takes the pool for good (later loops run serially), wakes and joins the
+  workers; later calls return at once.
 - **fork.** The pool records the process that started it (`getpid`): a forked child starts its
   own workers (re-initialising the mutex and condition variable, which may have been copied
   locked) and shutdown never joins another process's threads. A child forked while another of
@@ -325,8 +326,9 @@ finish:
 
 define internal void @{SHUTDOWN}() #0 {{
 entry:
-  store atomic i32 1, ptr {_POOL}.stop seq_cst, align 4
-  br label %take
+  %again = atomicrmw xchg ptr {_POOL}.stop, i32 1 seq_cst
+  %first = icmp eq i32 %again, 0
+  br i1 %first, label %take, label %out
 take:
 {_take_pool("take", "taken", "take.yield")}
 take.yield:
