@@ -41,9 +41,10 @@ AArch64 glibc (48 and 48), musl (40 and 48) and macOS (64 and 48), and are initi
 
 from __future__ import annotations
 
+from irtool.tir_transform.parallel import CHUNKS_PER_THREAD
+
 RUNTIME = "irtool_parallel_for"
 SHUTDOWN = "irtool_pool_shutdown"
-CHUNKS_PER_THREAD = 4
 # Rounds of `sched_yield` an idle worker polls before it sleeps: about 0.3-1 ms on an idle core
 # (one syscall each), enough to bridge the serial kernels between the parallel loops of one
 # inference; on a loaded host each round hands the core to whoever else is runnable.
@@ -76,6 +77,14 @@ def _wake_all(tag: str) -> str:
     return f"""  %{tag}.l = call i32 @pthread_mutex_lock(ptr {_POOL}.lock)
   %{tag}.b = call i32 @pthread_cond_broadcast(ptr {_POOL}.wake)
   %{tag}.u = call i32 @pthread_mutex_unlock(ptr {_POOL}.lock)"""
+
+
+def _started_here(here: str, elsewhere: str) -> str:
+    """Goes to `here` when this process started the pool (`%me` is its pid), else `elsewhere`."""
+    return f"""  %me = call i32 @getpid()
+  %pid = load i32, ptr {_POOL}.pid, align 4
+  %ours = icmp eq i32 %pid, %me
+  br i1 %ours, label %{here}, label %{elsewhere}"""
 
 
 def _take_pool(tag: str, taken: str, refused: str) -> str:
@@ -263,10 +272,7 @@ taken:
   %stopped = icmp ne i32 %stop, 0
   br i1 %stopped, label %release.alone, label %owner
 owner:
-  %me = call i32 @getpid()
-  %pid = load i32, ptr {_POOL}.pid, align 4
-  %ours = icmp eq i32 %pid, %me
-  br i1 %ours, label %sized, label %start
+{_started_here("sized", "start")}
 start:
   %wanted = sub i32 %threads, 1
   call void @irtool_pool_start(i32 %wanted, i32 %me)
@@ -335,10 +341,7 @@ take.yield:
   %y = call i32 @sched_yield()
   br label %take
 taken:
-  %me = call i32 @getpid()
-  %pid = load i32, ptr {_POOL}.pid, align 4
-  %ours = icmp eq i32 %pid, %me
-  br i1 %ours, label %wake, label %out
+{_started_here("wake", "out")}
 wake:
 {_wake_all("wake")}
   %workers = load i32, ptr {_POOL}.workers, align 4
