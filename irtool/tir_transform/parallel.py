@@ -22,7 +22,8 @@ from irtool.tir_transform.mutator import TirRewriter, stmt_parts, walk_stmts
 # A loop nest is worth threads when its innermost statements run at least this often (about
 # 20-130 microseconds of work): with the pool of parked workers (irtool.codegen.thread_pool) a
 # parallel loop costs a few microseconds (waking the workers, waiting for the last chunk), no
-# longer a thread start. In ResNet-50 the nests above it hold about 96 % of the statement count.
+# longer a thread start. The nests above it hold 99.9 % of ResNet-50's statement count in 85
+# parallel loops per inference and 96 % of SqueezeNet's in 39 (at 2^19: 98.7 % in 54, 78 % in 12).
 MIN_WORK = 1 << 16
 # Chunks per thread the runtime cuts a parallel loop into; fusion aims at that many iterations.
 CHUNKS_PER_THREAD = 4
