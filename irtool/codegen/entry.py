@@ -58,8 +58,13 @@ class TensorSpec:
 
     field: str      # the C identifier
     name: str       # the name users pass in Python (`x`, `t.0`, `output0`)
-    shape: tuple[int, ...]
+    shape: tuple[int, ...]   # -1 for a dynamic dimension (`?`)
     dtype: str
+
+    @property
+    def dynamic(self) -> bool:
+        """Whether the tensor has a `?`: its field is followed by a shape field (`<field>_shape`)."""
+        return any(d < 0 for d in self.shape)
 
     @property
     def nbytes(self) -> int:
@@ -197,15 +202,19 @@ def tensor_specs(params: list[Var], types: list[list[TensorType]]) -> list[Tenso
             while c_name in used:
                 c_name += "_"
             used.add(c_name)
-            specs.append(TensorSpec(c_name, name, tuple(int(d) for d in ttype.shape), ttype.dtype))
+            specs.append(TensorSpec(c_name, name, _dims(ttype), ttype.dtype))
     return specs
 
 
 def output_specs(result: Type | None, span: Span | None) -> list[TensorSpec]:
     """The fields of the outputs struct, from `main`'s result type (a view shares its source's
     tensor but not its shape)."""
-    return [TensorSpec(f"output{k}", f"output{k}", tuple(int(d) for d in t.shape), t.dtype)
+    return [TensorSpec(f"output{k}", f"output{k}", _dims(t), t.dtype)
             for k, t in enumerate(flatten_type(result, span))]
+
+
+def _dims(t: TensorType) -> tuple[int, ...]:
+    return tuple(d if isinstance(d, int) else -1 for d in t.shape)
 
 
 def plan_pool(live: Liveness) -> tuple[dict[int, int], int]:

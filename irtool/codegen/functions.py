@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from irtool.analysis.typecheck import infer_types
+from irtool.codegen.boxes import (BOX_RUNTIME_TEXT, boxed_body, data_fields, free_function, is_box,
+                                  rows_wrapper)
 from irtool.codegen.entry import (ABI, GeneratedModule, RUN_KERNEL, TensorSpec, _attribute_groups, _with_attributes,
                                   constant_global, misaligned, output_specs, sanitize, tensor_specs)
 from irtool.codegen.instance import VIEW_OPS, FunctionBuilder, Instance, Subst, has_type_vars, match_type
@@ -39,7 +41,7 @@ def is_dataflow_main(mod: IRModule) -> bool:
     if not isinstance(main, Function):
         return True
     if any(isinstance(leaf, Obj) for p in main.params for leaf in _param_leaves(p)):
-        return False
+        return False   # objects, and tensors of dynamic shape (boxes)
     kernels: set[int] = set()
     nodes = post_order(main.body)
     for node in nodes:
@@ -56,6 +58,12 @@ def is_dataflow_main(mod: IRModule) -> bool:
         elif not isinstance(node, (Var, Constant, Tuple, TupleGetItem, Let, Op, GlobalVar)):
             return False
     return all(id(n) in kernels for n in nodes if isinstance(n, GlobalVar))
+
+
+def main_result(main: Function) -> Type | None:
+    """`main`'s declared result type (its body's may be more precise: a static shape for a `?`)."""
+    t = main.checked_type
+    return t.ret_type if isinstance(t, FuncType) else main.body.checked_type
 
 
 def _param_leaves(p: Var) -> tuple[Leaf, ...]:
@@ -92,6 +100,9 @@ class ProgramBuilder:
         self.calls: dict[str, set[str]] = {}
         self.calls_closures: set[str] = set()
         self.function_values: set[str] = set()
+        # Batch-1 kernels run per row (irtool/codegen/boxes.py): wrapper symbol -> its text.
+        self.row_wrappers: dict[str, str] = {}
+        self.boxes = False
 
     def fresh_symbol(self, stem: str) -> str:
         base = f"{self.prefix}_{sanitize(stem)}"
@@ -173,26 +184,41 @@ class ProgramBuilder:
     def kernel_symbol(self, name: str) -> str:
         return f"{self.prefix}_{sanitize(name)}"
 
+    def rows_symbol(self, name: str, flags: tuple[int, ...], rows: list[int], tile: tuple[str, int] | None) -> str:
+        """The wrapper running the batch-1 kernel `name` (after its `tile` kernel) over the rows of
+        a run-time batch."""
+        symbol = f"{self.kernel_symbol(name)}.rows"
+        if symbol not in self.row_wrappers:
+            self.row_wrappers[symbol] = rows_wrapper(symbol, self.kernel_symbol(name), flags, rows, tile)
+        return symbol
+
+    def box_drop(self) -> str:
+        """The drop function of a box (no object fields: it frees the box)."""
+        self.boxes = True
+        return self.drop(("box",), (), [])
+
     # -- the whole program
     def build(self, main: Function) -> tuple[list[TensorSpec], list[TensorSpec], bool]:
         infer_types(self.mod)
         for p in main.params:
             for leaf in leaves_of(p.checked_type or p.type_annotation, p.span):
-                if isinstance(leaf, Obj):
+                if isinstance(leaf, Obj) and not is_box(leaf):
                     raise DiagnosticError(f"native code: main's parameter %{p.name_hint} has type "
                                           f"{type_to_text(p.checked_type or p.type_annotation)}; the C ABI takes "
                                           "tensors and tuples of tensors", p.span)
-        for leaf in leaves_of(main.body.checked_type, main.span):
-            if isinstance(leaf, Obj):
-                raise DiagnosticError(f"native code: main returns {type_to_text(main.body.checked_type)}; the C ABI "
+        result = main_result(main)
+        for leaf in leaves_of(result, main.span):
+            if isinstance(leaf, Obj) and not is_box(leaf):
+                raise DiagnosticError(f"native code: main returns {type_to_text(result)}; the C ABI "
                                       "returns tensors and tuples of tensors", main.span)
         entry = self.global_instance("main", {}, main.span)
         while self.queue:
             inst = self.queue.pop(0)
             self.defines.append(FunctionBuilder(self, inst).build())
-        inputs = tensor_specs(list(main.params), [[leaf for leaf in leaves_of(p.checked_type, p.span)]
+        inputs = tensor_specs(list(main.params), [[leaf.rtype if isinstance(leaf, Obj) else leaf  # a box's type
+                                                   for leaf in leaves_of(p.checked_type, p.span)]
                                                   for p in main.params])  # type: ignore[misc]
-        outputs = output_specs(main.body.checked_type, main.span)
+        outputs = output_specs(result, main.span)
         deep = self.may_recurse(entry.symbol)
         self.defines.append(self.entry_points(entry, inputs, outputs, deep))
         return inputs, outputs, deep
@@ -236,13 +262,22 @@ class ProgramBuilder:
                     for k in range(n)]
 
         lines.append("entry:")
-        args = [f"ptr {x}" for x in pointers("%in", len(inputs)) + pointers("%out", len(outputs))]
-        status = emit(f"call i32 @{entry.symbol}(ptr %ctx, ptr null{''.join(', ' + a for a in args)})")
-        lines.append(f"  ret i32 {status}")
+        if any(spec.dynamic for spec in inputs + outputs):
+            self.ctx.declare("llvm.memcpy.p0.p0.i64", "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)")
+            boxed_body(entry.symbol, inputs, outputs, emit, lines, self.box_drop())
+        else:
+            args = [f"ptr {x}" for x in pointers("%in", len(inputs)) + pointers("%out", len(outputs))]
+            status = emit(f"call i32 @{entry.symbol}(ptr %ctx, ptr null{''.join(', ' + a for a in args)})")
+            lines.append(f"  ret i32 {status}")
         body = "\n".join([f"define internal i32 @{p}_body(ptr %ctx, ptr %in, ptr %out) #0 {{", *lines, "}", ""])
         lines.clear()
         lines.append("entry:")
-        bad = misaligned(emit, pointers("%in", len(inputs)) + pointers("%out", len(outputs)), inputs + outputs)
+        checked = inputs + [spec for spec in outputs if not spec.dynamic]   # dynamic outputs are the callee's
+        fields = [("%in", k) for k in data_fields(inputs)] + [("%out", k) for k, spec in
+                                                              zip(data_fields(outputs), outputs) if not spec.dynamic]
+        data = [emit(f"load ptr, ptr {emit(f'getelementptr inbounds ptr, ptr {array}, i64 {k}')}, align 8")
+                for array, k in fields]
+        bad = misaligned(emit, data, checked)
         if bad != "false":
             lines += [f"  br i1 {bad}, label %misaligned, label %body", "misaligned:",
                       f"  ret i32 {STATUS_MISALIGNED}", "body:"]
@@ -265,8 +300,9 @@ class ProgramBuilder:
             lines.append(f"  store i64 0, ptr {ctx}, align 8")
             status = emit(f"call i32 @{p}_body(ptr {ctx}, ptr %in, ptr %out)")
         lines.append(f"  ret i32 {status}")
+        written = " readonly" if not any(spec.dynamic for spec in outputs) else ""   # dynamic outputs' pointers
         run = "\n".join([f"define i32 @{p}_run(ptr noalias nocapture readonly %in, "
-                         f"ptr noalias nocapture readonly %out, ptr %ws) #0 {{", *lines, "}", ""])
+                         f"ptr noalias nocapture{written} %out, ptr %ws) #0 {{", *lines, "}", ""])
         init = "\n".join([f"define i32 @{p}_init() #0 {{", "entry:", f"  ret i32 {STATUS_OK}", "}", ""])
         self.globals.append(f"@{p}_workspace_size = constant i64 0, align 8")
         return "\n".join([body, init, run])
@@ -291,7 +327,12 @@ def generate_functions_module(mod: IRModule, prefix: str, options: TargetOptions
         define = primfunc_to_llvm(ctx, func, prog.kernel_symbol(name), prog.kernel_align[name], True, linkage)
         small = all(int(np.prod(b.shape, dtype=np.int64)) <= _INLINE_KERNEL_ELEMENTS for b in func.params)
         kernels.append(define if small else _with_attributes(define, RUN_KERNEL))
-    abi = ABI(prefix, inputs, outputs, 0, main.body.checked_type, list(ctx.assert_messages))
+    kernels += prog.row_wrappers.values()
+    if prog.boxes:
+        kernels.append(BOX_RUNTIME_TEXT)
+    if any(spec.dynamic for spec in outputs):
+        kernels.append(free_function(prefix))
+    abi = ABI(prefix, inputs, outputs, 0, main_result(main), list(ctx.assert_messages))
     header = f"; irtool-llc module `{prefix}` (functions)"
     tail = [*sorted(ctx.declarations.values()), "", *_attribute_groups(options.function_attributes()), "",
             *ctx.metadata, ""]

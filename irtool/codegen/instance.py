@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from irtool.analysis.unify import substitute
+from irtool.codegen.boxes import (DATA, DIMS, NEW_BOX, STATUS_SHAPE_MISMATCH, element_align, header_bytes,
+                                  row_bytes)
 from irtool.codegen.objects import (ADT_FIELDS, ALLOC, CLOSURE_FIELDS, CODE, MAX_STACK_FRAME, REF_FIELDS, RELEASE,
                                     STATUS_NO_MATCH, STATUS_STACK_OVERFLOW, TAG, Leaf, Obj, field_offsets,
                                     inline_align, leaves_of, nbytes)
@@ -25,7 +27,7 @@ from irtool.core.diagnostics import DiagnosticError
 from irtool.ir.adt import Constructor, Pattern, PatternConstructor, PatternTuple, PatternVar
 from irtool.ir.expr import (Call, Constant, Expr, Function, GlobalVar, If, Let, Match, Op, RefCreate, RefRead,
                             RefWrite, Tuple, TupleGetItem, Var)
-from irtool.ir.signature import num_outputs
+from irtool.ir.signature import BATCH_TILE_KERNEL, BATCH_TILE_ROWS, batch_flags, num_outputs
 from irtool.ir.tir import PrimFunc
 from irtool.ir.types import FuncType, RefType, TensorType, TupleType, Type, TypeCall, TypeVar, type_parts, type_to_text
 from irtool.ir.visitor import free_vars
@@ -123,6 +125,8 @@ class FunctionBuilder:
         self.param_values: list[str] = []
         self.carry_offsets: dict[int, tuple[int, int]] = {}
         self.carry_size = 0
+        self.results: tuple[Leaf, ...] = ()
+        self.result_dests: tuple[LV | None, ...] = ()
 
     # -- emission helpers
     def emit(self, text: str) -> str:
@@ -223,7 +227,7 @@ class FunctionBuilder:
         out = []
         for lv, d in zip(value, dests):
             if d is not None:
-                self.memcpy(d, lv)
+                self.memcpy(d, self.coerce(lv, d.leaf))
                 out.append(d)
             else:
                 out.append(lv)
@@ -237,8 +241,28 @@ class FunctionBuilder:
     def field_ptr(self, obj: str, offset: int) -> str:
         return self.emit(f"getelementptr inbounds i8, ptr {obj}, i64 {offset}")
 
-    def store_leaves(self, obj: str, value: Value, offsets: list[int]) -> None:
-        """Copies a value into an object: tensors inline, object references retained."""
+    def coerce(self, lv: LV, want: Leaf) -> LV:
+        """`lv` as a leaf of the type a place expects, where a static and a dynamic shape meet (`?`
+        unifies with any size): a static tensor where a box is expected is copied into a new one;
+        a box where a static tensor is expected is its data, once its size is checked."""
+        if isinstance(want, Obj) and isinstance(want.rtype, TensorType) and isinstance(lv.leaf, TensorType):
+            box = self.new_box(Obj(lv.leaf), [str(d) for d in lv.leaf.shape])
+            self.memcpy(LV(self.box_data(box), lv.leaf, element_align(lv.leaf)), lv)
+            return LV(box.value, want, 8)
+        if isinstance(want, TensorType) and isinstance(lv.leaf, Obj) and isinstance(lv.leaf.rtype, TensorType):
+            for axis, d in enumerate(want.shape):
+                self.fail_if(self.emit(f"icmp ne i64 {self.box_dim(lv, axis)}, {d}"), STATUS_SHAPE_MISMATCH)
+            return LV(self.box_data(lv), want, element_align(want))
+        return lv
+
+    def coerce_all(self, value: Value, want: tuple[Leaf, ...]) -> Value:
+        return tuple(self.coerce(lv, leaf) for lv, leaf in zip(value, want))
+
+    def store_leaves(self, obj: str, value: Value, offsets: list[int], leaves: tuple[Leaf, ...] | None = None) -> None:
+        """Copies a value into an object (as the object's `leaves`, when given): tensors inline,
+        object references retained."""
+        if leaves is not None:
+            value = self.coerce_all(value, leaves)
         for lv, off in zip(value, offsets):
             ptr = self.field_ptr(obj, off)
             if isinstance(lv.leaf, Obj):
@@ -280,7 +304,10 @@ class FunctionBuilder:
             bound.append((p, leaves))
             self.param_leaves.extend(leaves)
         params += [f"ptr %a{k}" for k in range(len(self.param_leaves))]
-        results = leaves_of(self.type_of(func.body), func.body.span)
+        # The declared result type: the body's may be more precise (a static shape for a `?`).
+        fn_t = func.checked_type
+        ret = substitute(fn_t.ret_type, inst.subst) if isinstance(fn_t, FuncType) else self.type_of(func.body)
+        results = self.results = leaves_of(ret, func.body.span)
         params += [f"ptr %r{k}" for k in range(len(results))]
         self.start("top")
         k = 0
@@ -297,6 +324,7 @@ class FunctionBuilder:
             self.bind_captures()
         dests = tuple(None if isinstance(leaf, Obj) else LV(f"%r{j}", leaf, max(1, element_bytes(leaf.dtype)))
                       for j, leaf in enumerate(results))
+        self.result_dests = dests
         self.tasks.append(self.finish_body)
         self.tasks.append(lambda: self.eval(func.body, dests))
         while self.tasks:
@@ -308,6 +336,7 @@ class FunctionBuilder:
         value = self.vals.pop()
         if not self.open:   # the body ended in a self tail call
             return
+        value = self.deliver(self.coerce_all(value, self.results), self.result_dests)
         for j, lv in enumerate(value):
             if isinstance(lv.leaf, Obj):
                 self.retain(lv.value)
@@ -494,7 +523,7 @@ class FunctionBuilder:
             self.recursive_lets[id(node.value)] = node.var
 
         def body() -> None:
-            self.bind(node.var, self.vals.pop())
+            self.bind(node.var, self.coerce_all(self.vals.pop(), self.leaves(node.var)))
             self.push(lambda: self.bind(node, self.vals[-1]))
             self.push(lambda: self.eval(node.body, dests))
         self.push(body)
@@ -545,6 +574,7 @@ class FunctionBuilder:
         def end() -> None:
             value = self.vals.pop()
             if self.open:
+                value = self.deliver(self.coerce_all(value, self.leaves(node)), places)
                 for lv, slot in zip(value, slots):
                     if slot:
                         self.retain(lv.value)
@@ -659,7 +689,8 @@ class FunctionBuilder:
             if inst is self.inst and id(node) in self.tail:
                 self.eval_tail_call(node)
                 return
-            args_then(lambda args: self.call_instance(node, inst.symbol, "null", args, dests))
+            args_then(lambda args: self.call_instance(node, inst.symbol, "null", args, dests,
+                                                      params=self.instance_params(inst)))
         elif isinstance(op, Constructor):
             args_then(lambda args: self.done(node, (self.construct(node, op, args),), dests))
         elif isinstance(op, Function) and not op.is_primitive:
@@ -714,7 +745,8 @@ class FunctionBuilder:
             subst = self.prog.instantiate(callee, arg_types, self.type_of(node), node.span,
                                           f"function @{target.name_hint}")
             inst = self.prog.global_instance(target.name_hint, subst, node.span)
-            self.push(lambda: self.call_instance(node, inst.symbol, "null", [self.vals.pop()], dests))
+            self.push(lambda: self.call_instance(node, inst.symbol, "null", [self.vals.pop()], dests,
+                                                 params=self.instance_params(inst)))
             self.push(lambda: self.eval(packed, None))
             return
         if name in VIEW_OPS or name == "memory.kill":
@@ -723,8 +755,7 @@ class FunctionBuilder:
                 if name == "memory.kill":
                     self.done(node, (), dests)
                 elif name == "reshape":
-                    lv = value[0]
-                    self.done(node, (LV(lv.value, self.leaves(node)[0], lv.align),), dests)
+                    self.done(node, (self.reshape(node, value[0]),), dests)
                 else:
                     self.done(node, value, dests)
             self.push(view)
@@ -741,12 +772,107 @@ class FunctionBuilder:
             raise self.error(f"@{name} takes {len(func.params)} buffers ({k} outputs) but is called with "
                              f"{len(inputs)} inputs", node)
         out_leaves = self.leaves(node)
+        flags = batch_flags(func)
+        if any(flags):
+            return self.rows_call(name, func, inputs, out_leaves, flags)
         outs = [d if d is not None else self.temp(leaf)  # type: ignore[arg-type]
                 for leaf, d in zip(out_leaves, dests if dests is not None else [None] * len(out_leaves))]
         self.prog.kernel(name, [lv.align for lv in inputs + outs])
         call_args = ", ".join(f"ptr {lv.value}" for lv in inputs + outs)
         self.check_status(self.emit(f"call i32 @{self.prog.kernel_symbol(name)}({call_args})"))
         return tuple(outs)
+
+    def rows_call(self, name: str, func: PrimFunc, inputs: list[LV], out_leaves: tuple[Leaf, ...],
+                  flags: tuple[int, ...]) -> Value:
+        """A batch-1 kernel over the run-time batch `n` of its batched inputs (which must agree):
+        the `(n, ...)` results are new boxes, the kernel runs once per row."""
+        n: str | None = None
+        pointers: list[str] = []
+        for lv, flag in zip(inputs, flags):
+            if not flag:
+                pointers.append(lv.value)
+                continue
+            data, rows = self.box_data(lv), self.box_dim(lv, 0)
+            if n is None:
+                n = rows
+            else:
+                self.fail_if(self.emit(f"icmp ne i64 {n}, {rows}"), STATUS_SHAPE_MISMATCH)
+            pointers.append(data)
+        assert n is not None
+        outs: list[LV] = []
+        for leaf in out_leaves:
+            assert isinstance(leaf, Obj) and isinstance(leaf.rtype, TensorType)
+            box = self.new_box(leaf, [n, *(str(d) for d in leaf.rtype.shape[1:])])
+            outs.append(box)
+            pointers.append(self.box_data(box))
+        buffers = [TensorType(b.shape, b.dtype) for b in func.params]
+        aligns = [element_align(b) for b in buffers]
+        self.prog.kernel(name, aligns)
+        tile_name, tile_rows = func.attrs.get(BATCH_TILE_KERNEL), func.attrs.get(BATCH_TILE_ROWS)
+        tile = None
+        if isinstance(tile_name, str) and isinstance(tile_rows, int):
+            self.prog.kernel(tile_name, aligns)
+            tile = (self.prog.kernel_symbol(tile_name), tile_rows)
+        symbol = self.prog.rows_symbol(name, flags, [row_bytes(b) for b in buffers], tile)
+        call_args = ", ".join(["i64 " + n, *(f"ptr {p}" for p in pointers)])
+        self.check_status(self.emit(f"call i32 @{symbol}({call_args})"))
+        return tuple(outs)
+
+    # -- boxes (tensors of dynamic shape)
+    def box_data(self, box: LV) -> str:
+        return self.emit(f"load ptr, ptr {self.field_ptr(box.value, DATA)}, align 8")
+
+    def box_dim(self, box: LV, axis: int) -> str:
+        return self.emit(f"load i64, ptr {self.field_ptr(box.value, DIMS + 8 * axis)}, align 8")
+
+    def new_box(self, leaf: Obj, dims: list[str]) -> LV:
+        """A box (held by this activation) of `dims` (i64 values) with room for its data."""
+        t = leaf.rtype
+        assert isinstance(t, TensorType)
+        count = "1"
+        for d in dims:
+            count = self.emit(f"mul nsw i64 {count}, {d}")
+        size = self.emit(f"mul nsw i64 {count}, {max(1, element_bytes(t.dtype))}")
+        box = self.emit(f"call ptr @{NEW_BOX}(i64 {header_bytes(len(dims))}, i64 {size}, ptr null, "
+                        f"ptr @{self.prog.box_drop()})")
+        self.fail_if(self.emit(f"icmp eq ptr {box}, null"), STATUS_OUT_OF_MEMORY)
+        for axis, d in enumerate(dims):
+            self.do(f"store i64 {d}, ptr {self.field_ptr(box, DIMS + 8 * axis)}, align 8")
+        return self.hold(box, leaf)
+
+    def box_elements(self, box: LV) -> str:
+        t = box.leaf.rtype  # type: ignore[union-attr]
+        count = "1"
+        for axis in range(len(t.shape)):
+            count = self.emit(f"mul nsw i64 {count}, {self.box_dim(box, axis)}")
+        return count
+
+    def reshape(self, node: Call, src: LV) -> LV:
+        """`reshape` of or to a box: a static result views the box's data once its size is
+        checked; a dynamic one is a new box with the one `?` sized from the element count."""
+        out = self.leaves(node)[0]
+        if not isinstance(src.leaf, Obj):
+            if isinstance(out, TensorType):
+                return LV(src.value, out, src.align)
+            src = self.coerce(src, Obj(src.leaf))
+        count = self.box_elements(src)
+        if isinstance(out, TensorType):
+            self.fail_if(self.emit(f"icmp ne i64 {count}, {int(np.prod(out.shape, dtype=np.int64))}"),
+                         STATUS_SHAPE_MISMATCH)
+            return LV(self.box_data(src), out, element_align(out))
+        t = out.rtype
+        assert isinstance(t, TensorType)
+        static = int(np.prod([d for d in t.shape if isinstance(d, int)], dtype=np.int64))
+        if sum(not isinstance(d, int) for d in t.shape) != 1 or static == 0:
+            raise self.error(f"unsupported: a reshape to {type_to_text(t)} (one `?` and no empty axis)", node)
+        self.fail_if(self.emit(f"icmp ne i64 {self.emit(f'srem i64 {count}, {static}')}, 0"), STATUS_SHAPE_MISMATCH)
+        unknown = self.emit(f"sdiv i64 {count}, {static}")
+        box = self.new_box(out, [str(d) if isinstance(d, int) else unknown for d in t.shape])
+        size = self.emit(f"mul nsw i64 {count}, {max(1, element_bytes(t.dtype))}")
+        self.prog.ctx.declare("llvm.memcpy.p0.p0.i64", "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)")
+        self.do(f"call void @llvm.memcpy.p0.p0.i64(ptr align 1 {self.box_data(box)}, ptr align 1 "
+                f"{self.box_data(src)}, i64 {size}, i1 false)")
+        return box
 
     def result_args(self, node: Expr, dests: tuple[LV | None, ...] | None) -> tuple[list[LV | str], list[str]]:
         """What a call's result pointers are: tensors' destinations (or temporaries), and owned slots
@@ -758,8 +884,13 @@ class FunctionBuilder:
         return out, [o if isinstance(o, str) else o.value for o in out]
 
     def call_instance(self, node: Call, symbol: str, env: str, args: list[Value],
-                      dests: tuple[LV | None, ...] | None, known: str | None = None) -> None:
+                      dests: tuple[LV | None, ...] | None, known: str | None = None,
+                      params: tuple[Leaf, ...] | None = None) -> None:
+        """A call of a function instance (`params`: its parameters' leaves, when they may differ
+        from the arguments' in where shapes are dynamic)."""
         flat = [lv for v in args for lv in v]
+        if params is not None:
+            flat = list(self.coerce_all(tuple(flat), params))
         self.callees.add(symbol)
         places, pointers = self.result_args(node, dests)
         call_args = ", ".join(["ptr %ctx", f"ptr {env}", *(f"ptr {lv.value}" for lv in flat),
@@ -774,13 +905,21 @@ class FunctionBuilder:
                 out.append(place)
         self.done(node, tuple(out), None)
 
+    def instance_params(self, inst: Instance) -> tuple[Leaf, ...]:
+        return tuple(leaf for p in inst.func.params
+                     for leaf in leaves_of(substitute(p.checked_type or p.type_annotation, inst.subst)  # type: ignore[arg-type]
+                                           if inst.subst else (p.checked_type or p.type_annotation), p.span))
+
     def call_closure(self, node: Call, callee: LV, args: list[Value], dests: tuple[LV | None, ...] | None) -> None:
+        fn_t = callee.leaf.rtype if isinstance(callee.leaf, Obj) else None
+        params = tuple(leaf for t in fn_t.arg_types for leaf in leaves_of(t, node.span)) \
+            if isinstance(fn_t, FuncType) and not fn_t.type_params else None
         if callee.code is not None:
-            self.call_instance(node, callee.code, callee.value, args, dests)
+            self.call_instance(node, callee.code, callee.value, args, dests, params=params)
             return
         self.prog.calls_closures.add(self.inst.symbol)
         code = self.emit(f"load ptr, ptr {self.field_ptr(callee.value, CODE)}, align 8")
-        self.call_instance(node, "", callee.value, args, dests, known=code)
+        self.call_instance(node, "", callee.value, args, dests, known=code, params=params)
 
     def eval_tail_call(self, node: Call) -> None:
         """A self tail call: the arguments become the parameters of the next iteration. Each
@@ -810,7 +949,7 @@ class FunctionBuilder:
             arg_dests.append(tuple(mine))
 
         def jump() -> None:
-            args = [lv for v in self.take(len(node.args)) for lv in v]
+            args = self.coerce_all(tuple(lv for v in self.take(len(node.args)) for lv in v), tuple(self.param_leaves))
             for j, (lv, place) in enumerate(zip(args, places)):
                 if isinstance(lv.leaf, Obj):
                     self.retain(lv.value)
@@ -859,7 +998,7 @@ class FunctionBuilder:
         drop = self.prog.drop(("adt", leaves), leaves, offsets)
         obj = self.alloc(size, drop)
         self.do(f"store i32 {ctor.tag}, ptr {self.field_ptr(obj, TAG)}, align 4")
-        self.store_leaves(obj, tuple(lv for v in args for lv in v), offsets)
+        self.store_leaves(obj, tuple(lv for v in args for lv in v), offsets, leaves)
         return self.hold(obj, Obj(adt))
 
     def closure(self, func: Function) -> LV:

@@ -1,8 +1,8 @@
 """Values of the functions path (docs/native-relay.md) and the small runtime they need, as LLVM IR.
 
 A Relay value is a fixed list of *leaves* decided by its type: a tensor of static shape is one
-tensor leaf (a data pointer), a tuple is the leaves of its fields, and an ADT value, a closure or
-a reference is one object leaf (a pointer to a reference-counted heap object). Every object
+tensor leaf (a data pointer), a tuple is the leaves of its fields, and an ADT value, a closure,
+a reference or a tensor of dynamic shape (a box, `irtool/codegen/boxes.py`) is one object leaf (a pointer to a reference-counted heap object). Every object
 starts with `{ i64 refcount, ptr drop }`; `drop(o)` releases all but one of the object fields of
 `o`, frees it and returns that last field, which `irtool_rt_release` then releases in its own
 loop, so long chains (a list's spine) are freed without recursion. Tensors inside objects are
@@ -68,9 +68,7 @@ def leaves_of(t: Type | None, span: Span | None) -> tuple[Leaf, ...]:
         if isinstance(cur, TupleType):
             stack.extend(reversed(cur.fields))
         elif isinstance(cur, TensorType):
-            if not cur.is_static:
-                raise DiagnosticError(f"native code: dynamic shapes are not compiled yet ({type_to_text(cur)})", span)
-            out.append(cur)
+            out.append(cur if cur.is_static else Obj(cur))   # a dynamic shape: a box (codegen/boxes.py)
         elif isinstance(cur, (TypeCall, FuncType, RefType)):
             out.append(Obj(cur))
         else:

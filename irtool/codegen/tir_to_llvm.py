@@ -47,7 +47,7 @@ _LLVM_INTRINSICS = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", 
                     "trunc": "trunc", "sin": "sin", "cos": "cos", "tan": "tan", "asin": "asin", "acos": "acos",
                     "atan": "atan", "sinh": "sinh", "cosh": "cosh", "pow": "pow", "fma": "fma"}
 # float32 math emitted inline (`irtool.codegen.vector_math`): libm would be called lane by lane.
-_INLINE_FLOAT32 = ("exp", "tanh")
+_INLINE_FLOAT32 = ("exp", "tanh", "erf")
 # Math intrinsics LLVM has no intrinsic for: libm calls, lane by lane.
 _LIBM = ("erf", "asinh", "acosh", "atanh")
 _FCMP = {"eq": "oeq", "ne": "une", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge"}

@@ -1,4 +1,4 @@
-"""float32 `exp` and `tanh` as inline LLVM IR, for any lane count.
+"""float32 `exp`, `tanh` and `erf` as inline LLVM IR, for any lane count.
 
 LLVM has no vector math library on our targets: `llvm.exp.v16f32` becomes 16 `expf` calls. These
 routines are straight-line IR instead, the same instructions for every lane count, so a vector
@@ -16,14 +16,22 @@ least subnormal) or overflows to inf by itself. NaN passes through every step.
 tanh(x): the sign of x on tanh(|x|), which is |x| + |x|^3 P(x^2) (degree 4) below 0.625 and
 1 - 2 / (exp(2|x|) + 1) above, where the subtraction no longer cancels. Both stay within 2 ulp of the rounded
 exact value (docs/codegen.md gives the measured errors).
+
+erf(x): the sign of x on erf(|x|), which is |x| P(x^2) below 1 (P: the Taylor series of
+erf(z) / z, degree 11 in z^2, truncation error below 1e-10) and 1 - erfc(|x|) above, with the
+registry's Chebyshev fit erfc(a) = t exp(-a^2 + Q(t)), t = 1 / (1 + a/2) (relative error below
+1.2e-7, `irtool.ops.definitions.elementwise`); there erf >= 0.84, so the subtraction keeps the
+digits. Within 2 ulp, like the others. ONNX models exported with `Erf` (the legacy exporter's GELU) called `erff` per element.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from irtool.codegen.types import constant, intrinsic_suffix, value_type
 from irtool.ir.tir import with_lanes
+from irtool.ops.definitions.elementwise import _ERFC_COEFFS as _ERFC_Q  # the reference interpreter's fit
 
 _LOG2E = 1.4426950408889634
 _LN2_HI = 0.693145751953125            # ln 2 to 16 bits: n * hi is exact for |n| < 2^8
@@ -38,6 +46,10 @@ _TANH_SMALL = 0.625
 # P(s) ~ (tanh(x) - x) / x^3 with s = x^2 on |x| < 0.625, constant term first.
 _TANH_P = (-0.3333328068256378, 0.13331428170204163, -0.053738683462142944, 0.02063615992665291,
            -0.005702075082808733)
+
+_ERF_SMALL = 1.0
+# erf(z) / z = 2/sqrt(pi) * sum_n (-1)^n z^(2n) / (n! (2n + 1)), in s = z^2, constant term first.
+_ERF_P = tuple(2 / math.sqrt(math.pi) * (-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(12))
 
 
 class Float32Math:
@@ -111,7 +123,21 @@ class Float32Math:
         large = self.binary("fsub", self.f(1.0),
                             self.binary("fdiv", self.f(2.0), self.binary("fadd", e, self.f(1.0))))
         is_small = self.emit(f"fcmp olt {self.fty} {ax}, {self.f(_TANH_SMALL)}")
-        magnitude = self.emit(f"bitcast {self.fty} {self.select(is_small, small, large)} to {self.ity}")
+        return self.with_sign_of(x, self.select(is_small, small, large))
+
+    def erf(self, x: str) -> str:
+        ax = self.call("fabs", x)
+        small = self.binary("fmul", ax, self.horner(_ERF_P, self.binary("fmul", ax, ax)))
+        t = self.binary("fdiv", self.f(1.0), self.fma(ax, self.f(0.5), self.f(1.0)))
+        exponent = self.fma(self.emit(f"fneg {self.fty} {ax}"), ax, self.horner(_ERFC_Q, t))
+        erfc = self.binary("fmul", t, self.exp(exponent))
+        large = self.binary("fsub", self.f(1.0), erfc)
+        is_small = self.emit(f"fcmp olt {self.fty} {ax}, {self.f(_ERF_SMALL)}")
+        return self.with_sign_of(x, self.select(is_small, small, large))
+
+    def with_sign_of(self, x: str, magnitude: str) -> str:
+        """`magnitude` (not negative) with the sign bit of `x`, so -0 stays -0."""
+        bits = self.emit(f"bitcast {self.fty} {magnitude} to {self.ity}")
         sign = self.emit(f"and {self.ity} {self.emit(f'bitcast {self.fty} {x} to {self.ity}')}, "
                          f"{self.i(-0x80000000)}")
-        return self.emit(f"bitcast {self.ity} {self.emit(f'or {self.ity} {magnitude}, {sign}')} to {self.fty}")
+        return self.emit(f"bitcast {self.ity} {self.emit(f'or {self.ity} {bits}, {sign}')} to {self.fty}")

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -235,6 +236,7 @@ def import_model(model: onnx.ModelProto, *, embed_params: bool = False, source: 
         var = Var(unique(info.name), ty)
         input_vars.append(var)
         values[info.name] = Value(var, ty, graph_input=info.name)
+        builder.graph_inputs[id(var)] = info.name
     known = {i.name for i in graph.input} | {sanitize(i.name) for i in graph.input}
     unknown_overrides = sorted(set(input_shapes or {}) - known)
     if unknown_overrides:
@@ -255,6 +257,12 @@ def import_model(model: onnx.ModelProto, *, embed_params: bool = False, source: 
         return Value(var, ty, array, True)
 
     uses = _use_counts(graph)
+
+    def outer(name: str) -> Value | None:
+        if name not in values and name in initializers and name not in poisoned:
+            values[name] = initializer_value(name)
+        return values.get(name)
+    builder.subgraph = _SubgraphConverter(builder, opsets, outer)
     unknown: dict[str, list[str]] = {}
     defined = {i.name for i in graph.input} | set(initializers)  # each tensor has one definition (SSA)
     for index, proto in enumerate(graph.node):
@@ -264,7 +272,7 @@ def import_model(model: onnx.ModelProto, *, embed_params: bool = False, source: 
             unknown.setdefault(problem, []).append(where)
             poisoned.update(proto.output)
             continue
-        if any(name in poisoned for name in proto.input if name):
+        if any(name in poisoned for name in _reads([proto]) if name):
             poisoned.update(proto.output)
             continue
         missing = [name for name in proto.input if name and name not in values and name not in initializers]
@@ -286,9 +294,7 @@ def import_model(model: onnx.ModelProto, *, embed_params: bool = False, source: 
                 if name and name not in values:
                     values[name] = initializer_value(name)
                 inputs.append(values[name] if name else None)
-            node = Node(proto.op_type, proto.name or f"#{index}", inputs, _attributes(proto), len(proto.output),
-                        [bool(uses.get(o)) for o in proto.output])
-            outs = CONVERTERS[proto.op_type](builder, node)
+            outs = _convert(builder, proto, proto.name or f"#{index}", inputs, uses)
         except Unsupported as exc:
             what = f"unsupported: {exc.subject} (opset {opset})" if exc.subject else f"{head}: {exc}"
             if isinstance(exc, DynamicShape) and symbolic:
@@ -307,7 +313,6 @@ def import_model(model: onnx.ModelProto, *, embed_params: bool = False, source: 
             problems.append(f"node {where}: {head}: {complaint}")
             poisoned.update(proto.output)
             continue
-        foldable = all(v is None or (v.const is not None and not v.from_param) for v in inputs)
         for k, (name, out) in enumerate(zip(proto.output, outs)):
             if not name:
                 continue
@@ -316,8 +321,6 @@ def import_model(model: onnx.ModelProto, *, embed_params: bool = False, source: 
                     problems.append(f"node {where}: {head}: its output {k} ('{name}')")
                     poisoned.add(name)
                 continue
-            if foldable and out.const is None:
-                out = _fold(out)
             values[name] = out
     for info in graph.output:
         if info.name not in values and info.name in initializers:  # an output that is a weight
@@ -369,13 +372,88 @@ def import_file(path: str, **options: object) -> ImportResult:
 
 
 def _use_counts(graph: onnx.GraphProto) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for node in graph.node:
-        for name in node.input:
-            counts[name] = counts.get(name, 0) + 1
-    for info in graph.output:
-        counts[info.name] = counts.get(info.name, 0) + 1
-    return counts
+    """How often each tensor is read, by nodes (their subgraphs included) or as a graph output."""
+    return Counter([info.name for info in graph.output] + list(_reads(graph.node)))
+
+
+def _reads(nodes: Iterable[onnx.NodeProto]) -> Iterator[str]:
+    """The names `nodes` read: their inputs, and the inputs and outputs of the nodes of their
+    subgraphs at any depth (a body reads its enclosing graphs' tensors by name)."""
+    pending = list(nodes)
+    while pending:
+        node = pending.pop()
+        yield from node.input
+        for a in node.attribute:
+            for body in [a.g] if a.HasField("g") else list(a.graphs):
+                pending.extend(body.node)
+                yield from (info.name for info in body.output)
+
+
+def _convert(builder: Builder, proto: onnx.NodeProto, label: str, inputs: list[Value | None],
+             uses: Mapping[str, int]) -> list[Value | None]:
+    """One node through its converter; a small integer result computed only from constants is
+    folded to a constant (shape arithmetic). A control-flow node's bodies read other tensors
+    than its inputs: what they compute from constants is folded inside them."""
+    node = Node(proto.op_type, label, inputs, _attributes(proto), len(proto.output),
+                [bool(uses.get(o)) for o in proto.output])
+    outs = CONVERTERS[proto.op_type](builder, node)
+    foldable = (all(v is None or (v.const is not None and not v.from_param) for v in inputs)
+                and not any(a.HasField("g") or a.graphs for a in proto.attribute))
+    return [_fold(out) if foldable and out is not None and out.const is None else out for out in outs]
+
+
+class _SubgraphConverter:
+    """Converts the body graphs of If, Loop and Scan (`Builder.subgraph`). A body reads its own
+    inputs (bound by the converter), its initializers, and by name any tensor of the graphs
+    around it: those go through the converter's `capture`, which binds them in front of the loop
+    or `if` (and through the captures of every body in between). The first node it cannot
+    convert is the error of the control-flow node."""
+
+    def __init__(self, builder: Builder, opsets: dict[str, int], outer: Callable[[str], Value | None]) -> None:
+        self.builder = builder
+        self.opsets = opsets
+        self.scopes = [outer]   # the name lookup of each enclosing graph, innermost last
+
+    def __call__(self, graph: onnx.GraphProto, bound: Mapping[str, Value],
+                 capture: Callable[[Value], Value]) -> list[Value]:
+        values: dict[str, Value] = dict(bound)
+        enclosing = self.scopes[-1]
+        for t in graph.initializer:
+            values[t.name] = self.builder.const(tensor_array(t, f"initializer '{t.name}'"))
+
+        def find(name: str) -> Value | None:
+            if name not in values:
+                found = enclosing(name)
+                if found is None:
+                    return None
+                values[name] = capture(found)
+            return values[name]
+
+        uses = _use_counts(graph)
+        self.scopes.append(find)
+        try:
+            for index, proto in enumerate(graph.node):
+                where = node_location(index, proto.name)
+                problem = operator_problem(proto.domain, proto.op_type, self.opsets, CONVERTERS)
+                try:
+                    if problem is not None:
+                        raise Unsupported(problem.removeprefix("unsupported: "))
+                    check_node(proto, self.builder.opset)
+                    inputs = [self._read(find, name) if name else None for name in proto.input]
+                    outs = _convert(self.builder, proto, proto.name or f"#{index}", inputs, uses)
+                except Unsupported as exc:
+                    raise Unsupported(f"its {graph.name or 'body'} node {where} ({proto.op_type}): {exc}") from None
+                values.update((name, out) for name, out in zip(proto.output, outs) if name and out is not None)
+            return [self._read(find, info.name) for info in graph.output]
+        finally:
+            self.scopes.pop()
+
+    @staticmethod
+    def _read(find: Callable[[str], Value | None], name: str) -> Value:
+        found = find(name)
+        if found is None:
+            raise Unsupported(f"it reads '{name}', which nothing defines")
+        return found
 
 
 def _fold(value: Value) -> Value:

@@ -42,8 +42,16 @@ def model_problems(model: onnx.ModelProto) -> list[str]:
         from onnx.inliner import inline_local_functions
         model = inline_local_functions(model)
     opsets = model_opsets(model)
-    problems = [f"node {node_location(i, n.name)}: {p}" for i, n in enumerate(model.graph.node)
-                if (p := operator_problem(n.domain, n.op_type, opsets, CONVERTERS)) is not None]
+    problems = []
+    for i, top in enumerate(model.graph.node):   # a node, then the nodes of its subgraphs at any depth
+        pending = [top]
+        while pending:
+            n = pending.pop()
+            problem = operator_problem(n.domain, n.op_type, opsets, CONVERTERS)
+            if problem is not None:
+                inside = "" if n is top else f" (in a body graph: {n.op_type})"
+                problems.append(f"node {node_location(i, top.name)}{inside}: {problem}")
+            pending.extend(m for a in n.attribute for g in ([a.g] if a.HasField("g") else a.graphs) for m in g.node)
     weights = {t.name for t in model.graph.initializer}
     for info in model.graph.input:
         if info.name in weights:

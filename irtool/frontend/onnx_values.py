@@ -4,15 +4,21 @@ drives the graph; the converters (`irtool.frontend.onnx_ops`) use only this modu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from irtool.ir.expr import Call, Constant, Expr, Op, Tuple, TupleGetItem
 from irtool.ir.types import Dim, TensorType, TupleType, Type
+from irtool.ir.visitor import free_vars
+from irtool.eval.interpreter import evaluate
 from irtool.core.diagnostics import DiagnosticError
 from irtool.ops.registry import TypeRelError, get_op
+
+if TYPE_CHECKING:
+    import onnx
 
 
 class Unsupported(Exception):
@@ -104,6 +110,12 @@ class Builder:
 
     def __init__(self, opset: int) -> None:
         self.opset = opset
+        # The ONNX name of each graph input's variable (by identity), for errors and for the
+        # backend, which binds the inputs a converter needs as constants.
+        self.graph_inputs: dict[int, str] = {}
+        # Converts a body graph of If/Loop/Scan: (graph, its bound inputs, capture of the outer
+        # values it reads) -> its outputs. The importer sets it.
+        self.subgraph: Callable[[onnx.GraphProto, Mapping[str, Value], Callable[[Value], Value]], list[Value]] | None = None
 
     def const(self, data: np.ndarray | float | int, dtype: str | None = None) -> Value:
         array = np.asarray(data, dtype=dtype)
@@ -136,10 +148,22 @@ class Builder:
         return Value(TupleGetItem(value.expr, index), value.type.fields[index], None, value.from_param)
 
     def static(self, value: Value | None, what: str) -> np.ndarray:
-        """The import-time contents of an input that must be constant (shapes, axes, pads)."""
-        if value is not None and value.const is None and value.graph_input is not None:
-            raise ConstantNeeded(f"{what} is the graph input '{value.graph_input}', but it must be a constant "
-                                 "known at import time (give it an initializer)", value.graph_input)
+        """The import-time contents of an input that must be constant (shapes, axes, pads).
+
+        A value computed from constants alone (not from weights) is evaluated now, so that a
+        float computation on a bound graph input (a window's size cast to float) is static too;
+        one computed from graph inputs names the first of them, which the backend then binds."""
+        if value is not None and value.const is None and not value.from_param:
+            used = free_vars(value.expr)
+            inputs = [self.graph_inputs[id(v)] for v in used if id(v) in self.graph_inputs]
+            if inputs:
+                how = "is" if value.graph_input is not None else "is computed from"
+                raise ConstantNeeded(f"{what} {how} the graph input '{inputs[0]}', but it must be a constant "
+                                     "known at import time (give it an initializer)", inputs[0])
+            if not used:
+                result = evaluate(value.expr)
+                assert isinstance(result, np.ndarray)
+                value.const = result
         if value is None or value.const is None:
             raise Unsupported(f"{what} must be a constant known at import time (static shapes only)")
         return value.const

@@ -21,9 +21,11 @@ from irtool.lower.primitive import type_of
 
 def needs_control_lowering(fn: Function) -> bool:
     """Whether `fn` has anything the dataflow lowering does not take: control flow, closures,
-    references, constructors, calls of globals or of closures, parameters that are not tensors."""
-    if any(not isinstance(part, (TensorType, TupleType)) for p in fn.params for part in type_parts(type_of(p))):
-        return True
+    references, constructors, calls of globals or of closures, parameters that are not tensors
+    of static shape."""
+    if any(not isinstance(part, (TensorType, TupleType)) or (isinstance(part, TensorType) and not part.is_static)
+           for p in fn.params for part in type_parts(type_of(p))):
+        return True   # values of dynamic shape are boxed too (docs/native-relay.md)
     nodes = post_order(fn.body, _children)
     # A literal without operators called in place (fuse-ops wraps tuple plumbing so) is dataflow.
     plumbing = {id(n.op) for n in nodes if isinstance(n, Call) and isinstance(n.op, Function)

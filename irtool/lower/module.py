@@ -10,13 +10,14 @@ from __future__ import annotations
 from irtool.analysis.liveness import kernel_facts
 from irtool.analysis.typecheck import infer_types
 from irtool.ir.adt import Constructor
-from irtool.ir.expr import (Attrs, Call, Constant, Expr, Function, GlobalVar, If, Let, Match, Op, RefCreate, RefRead,
+from irtool.ir.expr import (AttrValue, Attrs, Call, Constant, Expr, Function, GlobalVar, If, Let, Match, Op, RefCreate, RefRead,
                             RefWrite, Tuple, TupleGetItem, Var)
 from irtool.ir.module import IRModule
 from irtool.ir.tir import PrimFunc
 from irtool.ir.tir_equality import tir_structural_equal, tir_structural_hash
 from irtool.ir.types import TensorType, TupleType
 from irtool.ir.visitor import post_order
+from irtool.lower.batch import is_batched, is_dynamic, lower_batched
 from irtool.lower.rules import compute_rule
 from irtool.lower.primitive import flatten_type, lower_primitive, type_of
 from irtool.ops.registry import get_op
@@ -159,9 +160,13 @@ class ModuleLowering:
             return view
         if len(ops) == 1 and not is_kernel_op(ops[0].op.name):  # type: ignore[union-attr]
             return _typed(_substitute(fn, args), call)
+        fn, args = _bind_scalar_constants(fn, args)
+        facts: dict[str, AttrValue] = {}
+        if is_dynamic(fn):   # over a dynamic batch: lowered at batch 1 and at a tile of rows
+            fn, facts = lower_batched(fn, self.intern)
         lowered = lower_primitive(fn)
         # What memory planning must still know of the group (element-wise? a concatenation?).
-        facts = kernel_facts(fn)
+        facts.update(kernel_facts(fn))
         func = lowered.func if not facts else PrimFunc(lowered.func.params, lowered.func.body,
                                                        lowered.func.attrs.with_items(**facts), lowered.func.span)
         name = self.intern(func, lowered.op_names)
@@ -181,14 +186,16 @@ class ModuleLowering:
         out, src = type_of(call), type_of(args[0])
         if not (isinstance(out, TensorType) and isinstance(src, TensorType)):
             return None
-        flatten_type(out, call)
+        if out.is_static or not is_batched(out) or not is_batched(src):
+            flatten_type(out, call)
         return _typed(Call(Op("reshape"), [args[0]], _reshape_attrs(out), call.span), call)
 
 
 def _reshape_attrs(out: TensorType) -> object:
+    """`newshape` of a view to `out` (-1 for a dynamic batch)."""
     reshape = get_op("reshape")
     assert reshape is not None
-    return reshape.normalize_attrs({"newshape": tuple(int(d) for d in out.shape)})  # type: ignore[arg-type]
+    return reshape.normalize_attrs({"newshape": tuple(d if isinstance(d, int) else -1 for d in out.shape)})
 
 
 def _fields(arg: Expr, t: object) -> list[Expr]:
@@ -224,6 +231,21 @@ def _substitute(fn: Function, args: list[Expr]) -> Expr:
             raise DiagnosticError(f"lower: {_describe(node)} inside a primitive function cannot be lowered",
                                   node.span)
     return env.get(id(fn.body), fn.body)
+
+
+def _bind_scalar_constants(fn: Function, args: list[Expr]) -> tuple[Function, list[Expr]]:
+    """The function with its single-element constant arguments bound in place of their
+    parameters, and the arguments left. Exporters share scalars such as GELU's 0.5 and 3 between
+    layers, so fusion leaves them outside the groups; bound, they lower to immediates (codegen then
+    sees `pow(x, 3)`'s exponent) instead of being loaded from 0-d buffers."""
+    bound = [isinstance(a, Constant) and isinstance(type_of(p), TensorType) and a.data.size == 1
+             for p, a in zip(fn.params, args)]
+    if not any(bound):
+        return fn, args
+    body = _substitute(fn, [a if b else p for p, a, b in zip(fn.params, args, bound)])
+    params = [p for p, b in zip(fn.params, bound) if not b]
+    return (Function(params, body, fn.ret_type, fn.type_params, fn.attrs, fn.span),
+            [a for a, b in zip(args, bound) if not b])
 
 
 def _inline_literal_calls(fn: Function) -> Function:

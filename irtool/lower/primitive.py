@@ -133,12 +133,13 @@ def lower_primitive(fn: Function) -> LoweredPrimitive:
 
 
 def _constant(node: Constant, constants: list[Constant], const_bufs: list[Buffer]) -> Tensor:
-    """A scalar constant becomes an immediate; a tensor constant an extra input buffer."""
+    """A single-element constant (a scalar, or a 1-element tensor as the legacy exporter writes
+    one) becomes an immediate; any other tensor constant an extra input buffer."""
     data = np.asarray(node.data)
     dtype = str(data.dtype)
-    if data.ndim == 0:
-        value = imm(data[()].item(), dtype)
-        return Compute((), dtype, lambda ctx, idx: value, "const")
+    if data.size == 1:
+        value = imm(data.reshape(()).item(), dtype)
+        return Compute(data.shape, dtype, lambda ctx, idx: value, "const")
     buf = Buffer(f"c{len(constants)}", data.shape, dtype)
     constants.append(node)
     const_bufs.append(buf)

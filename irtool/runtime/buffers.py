@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from irtool.codegen.boxes import STATUS_SHAPE_MISMATCH
 from irtool.codegen.entry import ABI
 from irtool.codegen.objects import STATUS_NO_MATCH, STATUS_STACK_OVERFLOW
 from irtool.codegen.tir_to_llvm import STATUS_ASSERT_BASE, STATUS_MISALIGNED, STATUS_OUT_OF_MEMORY
@@ -36,6 +37,8 @@ def describe_status(status: int, abi: ABI) -> str:
         return "recursion too deep for the stack (does the recursion terminate?)"
     if status == STATUS_NO_MATCH:
         return "no clause of a `match` accepts the value"
+    if status == STATUS_SHAPE_MISMATCH:
+        return "a run-time shape does not fit (an input's static dimension, or two batches that must be equal)"
     k = status - STATUS_ASSERT_BASE
     if 0 <= k < len(abi.assert_messages):
         return f"assertion failed: {abi.assert_messages[k]}"

@@ -27,6 +27,7 @@ from typing import Any
 import llvmlite.binding as llvm
 import numpy as np
 
+from irtool.codegen.boxes import FREE_SUFFIX, data_fields
 from irtool.codegen.compile import compile_chunks, compile_module, compile_threads
 from irtool.codegen.entry import ABI, GeneratedModule, TensorSpec, generate_module, sanitize
 from irtool.codegen.machine import target_machine
@@ -130,8 +131,13 @@ class NativeModule:
                                      f"{self.abi.prefix}_run")
         self._run = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(address)
         self._workspace = aligned_empty((max(self.abi.workspace_bytes, 1),), np.uint8, "the workspace of main")
-        self._in = (ctypes.c_void_p * max(len(self.abi.inputs), 1))()
-        self._out = (ctypes.c_void_p * max(len(self.abi.outputs), 1))()
+        # One pointer per tensor, and a shape pointer after each dynamic one (docs/native-relay.md).
+        self._in = (ctypes.c_void_p * max(sum(1 + s.dynamic for s in self.abi.inputs), 1))()
+        self._out = (ctypes.c_void_p * max(sum(1 + s.dynamic for s in self.abi.outputs), 1))()
+        self._free = None
+        if any(spec.dynamic for spec in self.abi.outputs):
+            self._free = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(
+                self._engine.get_function_address(f"{self.abi.prefix}{FREE_SUFFIX}"))
 
     @property
     def input_names(self) -> list[str]:
@@ -171,15 +177,61 @@ class NativeModule:
     def run(self, *args: Any, **kwargs: Any) -> Any:
         """Outputs of `main` for inputs given in parameter order and/or by name (a tuple
         parameter `t` as a tuple, or as `t.0`, `t.1` ... via a mapping)."""
+        if self._free is not None:
+            return _structure(self.abi.result_type, iter(self._run_dynamic(self.bind_inputs(args, kwargs))))
         outs = [aligned_empty(spec.shape, spec.dtype, f"main's {spec.name}") for spec in self.abi.outputs]
         self.run_into(outs, *args, **kwargs)
         return _structure(self.abi.result_type, iter(outs))
+
+    def _set_inputs(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        """Fills the inputs struct; returns the shape arrays it points to (keep them alive)."""
+        shapes = []
+        for k, (spec, a) in zip(data_fields(self.abi.inputs), zip(self.abi.inputs, arrays)):
+            self._in[k] = a.ctypes.data
+            if spec.dynamic:
+                shapes.append(np.array(a.shape, np.int64))
+                self._in[k + 1] = shapes[-1].ctypes.data
+        return shapes
+
+    def _run_dynamic(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        """A run with dynamic outputs: `_run` allocates them and fills their shape arrays; they
+        are copied into numpy arrays and freed with `<prefix>_free`."""
+        keep = self._set_inputs(arrays)
+        outs: list[np.ndarray | None] = []
+        shapes: list[np.ndarray] = []
+        for k, spec in zip(data_fields(self.abi.outputs), self.abi.outputs):
+            if spec.dynamic:
+                shapes.append(np.zeros(len(spec.shape), np.int64))
+                self._out[k], self._out[k + 1] = None, shapes[-1].ctypes.data
+                outs.append(None)
+            else:
+                outs.append(aligned_empty(spec.shape, spec.dtype, f"main's {spec.name}"))
+                self._out[k] = outs[-1].ctypes.data   # type: ignore[union-attr]
+        status = self._run(ctypes.addressof(self._in), ctypes.addressof(self._out), self._workspace.ctypes.data)
+        del keep
+        if status != 0:
+            raise DiagnosticError(f"native `main` failed: {describe_status(status, self.abi)}")
+        result, dims = [], iter(shapes)
+        for k, spec, out in zip(data_fields(self.abi.outputs), self.abi.outputs, outs):
+            if out is not None:
+                result.append(out)
+                continue
+            shape = tuple(int(d) for d in next(dims))
+            dt = np.dtype(spec.dtype)
+            nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+            address = self._out[k]
+            result.append(np.frombuffer(ctypes.string_at(address, nbytes), dt).reshape(shape).copy())
+            assert self._free is not None
+            self._free(address)
+        return result
 
     def run_into(self, outputs: Any, *args: Any, **kwargs: Any) -> None:
         """Runs `main` writing its results into `outputs`, so repeated calls allocate nothing:
         writable C-contiguous arrays of the right shapes and dtypes, given as `run` returns them
         (an array for a tensor result, nested tuples for a tuple result) or flat (a sequence in
         depth-first order); a single output may be an array or a one-element tuple or list."""
+        if self._free is not None:
+            raise DiagnosticError("main returns tensors of dynamic shape, which _run allocates: use run()")
         arrays = self.bind_inputs(args, kwargs)
         outs = _flatten_outputs(outputs)
         if len(outs) != len(self.abi.outputs):
@@ -191,11 +243,11 @@ class NativeModule:
                        else type(o).__name__)
                 raise DiagnosticError(f"{spec.name} needs a writable, C-contiguous, element-aligned {spec.dtype} "
                                       f"array of shape {spec.shape}, got {got}")
-        for k, a in enumerate(arrays):
-            self._in[k] = a.ctypes.data
+        keep = self._set_inputs(arrays)
         for k, o in enumerate(outs):
             self._out[k] = o.ctypes.data
         status = self._run(ctypes.addressof(self._in), ctypes.addressof(self._out), self._workspace.ctypes.data)
+        del keep
         if status != 0:
             raise DiagnosticError(f"native `main` failed: {describe_status(status, self.abi)}")
 
@@ -248,8 +300,9 @@ def _check(spec: TensorSpec, value: Any) -> np.ndarray:
             value = np.asarray(value, dtype=spec.dtype)
         else:
             raise DiagnosticError(f"input `{spec.name}` must be a numpy array, got {type(value).__name__}")
-    if value.shape != spec.shape:
-        raise DiagnosticError(f"input `{spec.name}` must have shape {spec.shape}, got {value.shape}")
+    if len(value.shape) != len(spec.shape) or any(d >= 0 and d != v for d, v in zip(spec.shape, value.shape)):
+        want = "(" + ", ".join("?" if d < 0 else str(d) for d in spec.shape) + ("," if len(spec.shape) == 1 else "") + ")"
+        raise DiagnosticError(f"input `{spec.name}` must have shape {want}, got {value.shape}")
     if value.dtype != np.dtype(spec.dtype):
         raise DiagnosticError(f"input `{spec.name}` must have dtype {spec.dtype}, got {value.dtype} "
                               f"(convert with .astype('{spec.dtype}'))")

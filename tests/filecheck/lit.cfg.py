@@ -24,6 +24,9 @@ config.test_exec_root = lit_config.params.get(
 
 bin_dir = os.path.dirname(sys.executable)
 config.environment["PATH"] = os.pathsep.join([bin_dir, config.environment.get("PATH", os.environ.get("PATH", ""))])
+# A checkout run with `PYTHONPATH=checkout` (a worktree beside an editable install) tests itself.
+if "PYTHONPATH" in os.environ:
+    config.environment["PYTHONPATH"] = os.environ["PYTHONPATH"]
 # Deterministic output regardless of the caller's environment.
 config.environment["PYTHONHASHSEED"] = "0"
 config.environment["PYTHONIOENCODING"] = "utf-8"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +14,7 @@ import pytest
 
 from irtool.eval.interpreter import flatten_value, run_function
 from irtool.syntax.parser import parse
+from support.c_link import link_model
 
 PROGRAM = """#[version = "0.0.5"]
 type List[A] { Cons(A, List[A]), Nil }
@@ -69,19 +69,12 @@ int main(int argc, char **argv) {
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler (cc)")
 def test_a_program_with_control_flow_links_into_a_c_program(tmp_path: Path) -> None:
-    (tmp_path / "model.relay").write_text(PROGRAM)
-    llc = [sys.executable, "-m", "irtool.tools.llc", str(tmp_path / "model.relay")]
-    subprocess.run([*llc, "--emit=obj", "-o", str(tmp_path / "model.o")], check=True, cwd=tmp_path)
-    subprocess.run([*llc, "--emit=header", "-o", str(tmp_path / "model.h")], check=True, cwd=tmp_path)
-    header = (tmp_path / "model.h").read_text()
+    prog, header = link_model(tmp_path, PROGRAM, DRIVER)
     assert "struct model_inputs {\n  float* x;" in header and "int32_t* n;" in header
     assert "int32_t model_run(const struct model_inputs* in, struct model_outputs* out, void* workspace);" in header
-    (tmp_path / "main.c").write_text(DRIVER)
-    subprocess.run(["cc", "-O1", "-o", str(tmp_path / "prog"), str(tmp_path / "main.c"), str(tmp_path / "model.o"),
-                    "-lm"], check=True, cwd=tmp_path)
     # n = 20: a 20,000-deep recursion, more than the 512 KiB of the caller's stack `_run` tries first.
     counts = [0, 1, 3, 20]
-    done = subprocess.run([str(tmp_path / "prog"), *map(str, counts)], capture_output=True, text=True, check=True)
+    done = subprocess.run([str(prog), *map(str, counts)], capture_output=True, text=True, check=True)
     lines = done.stdout.strip().splitlines()
     assert len(lines) == len(counts)
     mod = parse(PROGRAM, "model.relay")

@@ -216,12 +216,23 @@ def test_fast_math_and_optimisation_levels_agree_on_exact_programs() -> None:
 
 
 def test_uncompilable_programs_are_located_errors() -> None:
-    """Dynamic shapes are not compiled yet (docs/native-relay.md, step 4)."""
-    mod = parse('#[version = "0.0.5"]\ndef @main(%c: bool, %x: Tensor[(?, 2), float32]) {\n'
+    """A `?` that is not a leading (batch) axis is not compiled (docs/native-relay.md, "Dynamic shapes")."""
+    mod = parse('#[version = "0.0.5"]\ndef @main(%c: bool, %x: Tensor[(2, ?), float32]) {\n'
                 '  if (%c) { %x } else { exp(%x) }\n}', "cf.relay")
-    with pytest.raises(DiagnosticError, match="dynamic shapes") as info:
+    with pytest.raises(DiagnosticError, match=r"unsupported: .*Tensor\[\(2, \?\), float32\]: only the leading axis "
+                       "may be dynamic") as info:
         irtool.build(mod)
     assert info.value.span is not None and info.value.span.line == 2
+
+
+def test_branches_over_a_dynamic_batch_run_natively() -> None:
+    mod = parse('#[version = "0.0.5"]\ndef @main(%c: bool, %x: Tensor[(?, 2), float32]) {\n'
+                '  if (%c) { %x } else { exp(%x) }\n}', "cf.relay")
+    native = irtool.build(mod)
+    for rows in (3, 1):
+        x = np.arange(rows * 2, dtype=np.float32).reshape(rows, 2) / 4
+        np.testing.assert_array_equal(native(np.array(True), x), x)
+        np.testing.assert_allclose(native(np.array(False), x), np.exp(x), rtol=1e-6)
 
 
 def test_build_is_lazy_attribute_of_the_package() -> None:

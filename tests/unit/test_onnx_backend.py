@@ -71,7 +71,7 @@ def test_supports_model_answers_from_the_operator_table(monkeypatch: pytest.Monk
     model, _ = conv_relu()
     assert InterpreterBackend.supports_model(model) and NativeBackend.is_compatible(model)
     x = {"x": np.zeros(2, np.float32)}
-    assert not InterpreterBackend.supports_model(build([N("Hardmax", ["x"], ["y"]), N("Loop", ["y"], ["z"])], x))
+    assert not InterpreterBackend.supports_model(build([N("Hardmax", ["x"], ["y"]), N("SequenceConstruct", ["y"], ["z"])], x))
     assert not InterpreterBackend.supports_model(build([N("Gelu", ["x"], ["y"])], x, opset=19))
     assert not InterpreterBackend.supports_model(build([N("Relu", ["x"], ["y"])], x, opset=99))
     ml = build([N("Normalizer", ["x"], ["y"], domain="ai.onnx.ml")], x)
@@ -83,8 +83,8 @@ def test_supports_model_answers_from_the_operator_table(monkeypatch: pytest.Monk
 
 def test_refusals_come_from_prepare() -> None:
     x = {"x": np.zeros((2, 2), np.float32)}
-    with pytest.raises(DiagnosticError, match=r"node #0 'lp': unsupported: Loop \(opset 13\): control flow"):
-        InterpreterBackend.prepare(build([N("Loop", ["x"], ["y"], name="lp")], x))
+    with pytest.raises(DiagnosticError, match=r"node #0 'lp': unsupported: SequenceConstruct \(opset 13\): sequences"):
+        InterpreterBackend.prepare(build([N("SequenceConstruct", ["x"], ["y"], name="lp")], x))
     broken = build([N("Relu", ["q"], ["y"], name="r")], x)
     with pytest.raises(DiagnosticError, match="model.onnx: cannot import the model:\n  node #0 'r' \\(Relu\\) reads 'q'"):
         NativeBackend.prepare(broken)

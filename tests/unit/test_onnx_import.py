@@ -80,7 +80,7 @@ def test_sanitize_keeps_valid_names() -> None:
 
 def test_all_unsupported_operators_reported_at_once() -> None:
     nodes = [N("Relu", ["x"], ["a"], name="r"), N("MaxRoiPool", ["a", "x"], ["b"], name="p1"),
-             N("MaxRoiPool", ["x", "x"], ["c"], name="p2"), N("Loop", ["b", "c"], ["y"], name="lp"),
+             N("MaxRoiPool", ["x", "x"], ["c"], name="p2"), N("SequenceConstruct", ["b", "c"], ["y"], name="lp"),
              N("Conv", ["x", "w"], ["z"], name="conv4d"), N("NoSuchOp", ["x"], ["t"]),
              N("Gelu", ["x"], ["u"], name="new")]
     graph = helper.make_graph(
@@ -94,9 +94,9 @@ def test_all_unsupported_operators_reported_at_once() -> None:
     # Operators nothing converts first (by message), then each node a converter refused.
     assert [line.strip() for line in lines[1:]] == [
         "node #6 'new': unsupported: Gelu (opset 13): Gelu is defined from opset 20 on",
-        "node #3 'lp': unsupported: Loop (opset 13): control flow (subgraphs) is out of scope",
         "nodes #1 'p1', #2 'p2': unsupported: MaxRoiPool (opset 13)",
         "node #5: unsupported: NoSuchOp (opset 13): not an ONNX operator",
+        "node #3 'lp': unsupported: SequenceConstruct (opset 13): sequences are out of scope",
         "node #4 'conv4d': unsupported: Conv (opset 13): 4-d convolution (irtool has 1-d to 3-d)"]
 
 

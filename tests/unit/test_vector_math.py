@@ -1,9 +1,10 @@
-"""The inline float32 `exp`/`tanh` (irtool/codegen/vector_math.py) against float64 numpy rounded to
-float32: within 2 ulp everywhere, with the right inf/NaN/zero/subnormal results, the same bits in
+"""The inline float32 `exp`/`tanh`/`erf` (irtool/codegen/vector_math.py) against float64 numpy
+(Python's `math.erf` for erf) rounded to float32: within 2 ulp everywhere, with the right inf/NaN/zero/subnormal results, the same bits in
 vector lanes and scalar remainders, and no libm call on a generic x86-64 target."""
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -25,6 +26,8 @@ def module(op: str, shape: str, dtype: str = "float32"):  # noqa: ANN201
 
 def reference(op: str, x: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
+        if op == "erf":
+            return np.array([math.erf(v) for v in x.astype(np.float64).tolist()]).astype(np.float32)
         return getattr(np, op)(x.astype(np.float64)).astype(np.float32)
 
 
@@ -54,7 +57,7 @@ def check_against_float64(op: str, x: np.ndarray, got: np.ndarray) -> None:
     np.testing.assert_array_equal(classes(got), classes(want))
 
 
-@pytest.mark.parametrize("op,low,high", [("exp", -104.0, 89.0), ("tanh", -10.0, 10.0)])
+@pytest.mark.parametrize("op,low,high", [("exp", -104.0, 89.0), ("tanh", -10.0, 10.0), ("erf", -6.0, 6.0)])
 def test_dense_sweep_is_within_two_ulp(op: str, low: float, high: float) -> None:
     x = sweep(low, high)
     check_against_float64(op, x, run(op, x))
@@ -84,22 +87,32 @@ def test_tanh_edge_cases() -> None:
     assert got[11] == 1 and got[12] == -1
 
 
+def test_erf_edge_cases() -> None:
+    x = np.array([0.0, -0.0, 1e-30, -1e-45, np.inf, -np.inf, np.nan, 0.99999994, 1.0, -1.0, 4.5, -10.0], np.float32)
+    got = run("erf", x)
+    check_against_float64("erf", x, got)
+    assert got[0] == 0 and not np.signbit(got[0]) and got[1] == 0 and np.signbit(got[1])
+    assert got[2] > 0 > got[3] and np.isnan(got[6])
+    assert got[4] == 1 and got[5] == -1 and got[10] == 1 and got[11] == -1
+
+
 def test_vector_lanes_and_scalar_remainder_agree_bitwise() -> None:
     x = np.linspace(-90, 80, 19, dtype=np.float32) + np.float32(0.37)
     mod = prepare(module("exp", "19"), TargetOptions())
     optimised = emit_llvm(compile_module(mod, "m", TargetOptions()))
     assert re.search(r"llvm\.fma\.v\d+f32", optimised) and "llvm.fma.f32" in optimised   # both kinds ran
-    for op in ("exp", "tanh", "sigmoid"):
+    for op in ("exp", "tanh", "sigmoid", "erf"):
         whole = run(op, x)
         single = irtool.build(module(op, "1"))
         for k in range(x.size):
             assert single(x[k:k + 1]).view(np.uint32)[0] == whole.view(np.uint32)[k], (op, k)
 
 
-def test_generic_x86_64_calls_no_libm_exp_and_is_correct() -> None:
-    mod = prepare(module("sigmoid", "37"), TargetOptions(cpu="x86-64"))
+@pytest.mark.parametrize("op", ["sigmoid", "erf"])
+def test_generic_x86_64_calls_no_libm_exp_and_is_correct(op: str) -> None:
+    mod = prepare(module(op, "37"), TargetOptions(cpu="x86-64"))
     asm = emit_asm(compile_module(mod, "m", TargetOptions(cpu="x86-64", triple="x86_64-unknown-linux-gnu")))
-    assert not re.search(r"\b(expf|tanhf)\b", asm) and "vfmadd" not in asm   # fma is `fmaf` without FMA
+    assert not re.search(r"\b(expf|tanhf|erff)\b", asm) and "vfmadd" not in asm   # fma is `fmaf` without FMA
     x = sweep(-104, 89)
     check_against_float64("exp", x, run("exp", x, cpu="x86-64"))
 

@@ -1,4 +1,5 @@
-"""Convolutions (1-d to 3-d, grouped, dilated, transposed) and pooling.
+"""Convolutions (1-d to 3-d, grouped, dilated, transposed), Col2Im (a transposed convolution),
+pooling (MaxPool's Indices too) and MaxUnpool.
 
 2-d is native (`nn.conv2d`, `nn.max_pool2d`, ...); 1-d inserts a unit height; 3-d slices the
 depth axis into the batch and sums or reduces the 2-d results along depth.
@@ -6,12 +7,13 @@ depth axis into the batch and sums or reduces the 2-d results along depth.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 
 from irtool.frontend.onnx_values import Builder, DynamicShape, Node, Unsupported, Value
-from irtool.frontend.onnx_ops.common import (converter, int_list, required, reshaped, scalar, transposed)
+from irtool.frontend.onnx_ops.common import (broadcast_to, converter, int_list, required, reshaped, scalar, transposed)
 
 def spatial_sizes(x: Value) -> list[int]:
     """The spatial sizes of an (N, C, ...) tensor, which every window computation needs."""
@@ -84,8 +86,8 @@ def _depth_out_of_batch(b: Builder, x: Value, n: int) -> Value:
     return transposed(b, reshaped(b, x, (n, nd // n, c, h, w)), (0, 2, 1, 3, 4))
 
 
-def _conv3d(b: Builder, node: Node, x: Value, w: Value, strides: list[int], dilations: list[int],
-            pads: list[int]) -> Value:
+def _conv3d(b: Builder, x: Value, w: Value, strides: list[int], dilations: list[int], pads: list[int],
+            groups: int) -> Value:
     """A 3-d convolution as a sum over the kernel's depth of 2-d convolutions of depth slices."""
     depth_pad = (pads[0], pads[3])
     if any(depth_pad):
@@ -99,7 +101,7 @@ def _conv3d(b: Builder, node: Node, x: Value, w: Value, strides: list[int], dila
         wk = b.call("take", [w, b.const(np.array(k, dtype=np.int64))], axis=2)
         conv = b.call("nn.conv2d", [part, wk], strides=tuple(strides[1:]),
                       padding=(pads[1], pads[2], pads[4], pads[5]), dilation=tuple(dilations[1:]),
-                      groups=int(node.attr("group", 1)), channels=w.shape[0], kernel_size=(kh, kw))  # type: ignore[call-overload]
+                      groups=groups, channels=w.shape[0], kernel_size=(kh, kw))
         total = conv if total is None else b.call("add", [total, conv])
     assert total is not None
     return _depth_out_of_batch(b, total, x.shape[0])
@@ -117,7 +119,7 @@ def _conv(b: Builder, node: Node) -> list[Value | None]:
     pads = _spatial_pads(node, spatial_sizes(x), kernel, strides, dilations)
     bias = node.input(2)
     if rank == 3:
-        out = _conv3d(b, node, x, w, strides, dilations, pads)
+        out = _conv3d(b, x, w, strides, dilations, pads, int(node.attr("group", 1)))  # type: ignore[call-overload]
         return [out if bias is None else b.call("nn.bias_add", [out, bias], axis=1)]
     if rank == 1:
         x, w = as_2d(b, x), as_2d(b, w)
@@ -161,51 +163,98 @@ def _conv_transpose_pads(node: Node, in_sizes: Sequence[int], kernel: Sequence[i
 def _conv_transpose(b: Builder, node: Node) -> list[Value | None]:
     """A transposed convolution as a plain one: spread the input out by the strides (zeros in
     between), pad by the dilated kernel extent minus `pads`, and convolve with the flipped kernel
-    whose in/out channel axes are swapped per group."""
+    whose in/out channel axes are swapped per group (3-d: the convolution is `_conv3d`'s)."""
     x, w = required(node, 0, "X"), required(node, 1, "W")
-    rank = spatial_rank(x, "transposed convolution")
+    rank = spatial_rank(x, "transposed convolution", 3)
     groups = int(node.attr("group", 1))  # type: ignore[call-overload]
     kernel = list(w.shape[2:])
     strides = int_list(node.attr("strides")) or [1] * rank
     dilations = int_list(node.attr("dilations")) or [1] * rank
     out_pad = int_list(node.attr("output_padding")) or [0] * rank
     pads = _conv_transpose_pads(node, spatial_sizes(x), kernel, strides, dilations, out_pad)
+    out = conv_transpose(b, x, w, groups, strides, dilations, pads, out_pad)
+    bias = node.input(2)
+    return [out if bias is None else b.call("nn.bias_add", [out, bias], axis=1)]
+
+
+def conv_transpose(b: Builder, x: Value, w: Value, groups: int, strides: list[int], dilations: list[int],
+                   pads: list[int], out_pad: list[int]) -> Value:
+    """ConvTranspose of an (N, C, ...) input with 1 to 3 spatial axes (pads [begin..., end...])."""
+    rank = x.ndim - 2
+    kernel = list(w.shape[2:])
     if rank == 1:
         x, w = as_2d(b, x), as_2d(b, w)
         kernel, strides, dilations, out_pad = [1] + kernel, [1] + strides, [1] + dilations, [0] + out_pad
         pads = [0, pads[0], 0, pads[1]]
-    n, c, h, wd = x.shape
-    if strides != [1, 1]:
-        sh, sw = strides
-        spread = reshaped(b, x, (n, c, h, 1, wd, 1))
-        spread = b.call("nn.pad", [spread, scalar(b, 0, x.dtype)],
-                        pad_width=((0, 0), (0, 0), (0, 0), (0, sh - 1), (0, 0), (0, sw - 1)))
-        spread = reshaped(b, spread, (n, c, h * sh, wd * sw))
-        x = b.call("strided_slice", [spread], begin=(0, 0, 0, 0),
-                   end=(n, c, (h - 1) * sh + 1, (wd - 1) * sw + 1))
-    before = [d * (k - 1) - p for d, k, p in zip(dilations, kernel, pads[:2])]
-    after = [d * (k - 1) - p + e for d, k, p, e in zip(dilations, kernel, pads[2:], out_pad)]
-    if any(v > 0 for v in before + after):
-        x = b.call("nn.pad", [x, scalar(b, 0, x.dtype)],
-                   pad_width=((0, 0), (0, 0)) + tuple((max(0, lo), max(0, hi)) for lo, hi in zip(before, after)))
-    if any(v < 0 for v in before + after):  # `pads` larger than the kernel extent crop instead
-        _, _, ph, pw = x.shape
-        x = b.call("strided_slice", [x], begin=(0, 0, max(0, -before[0]), max(0, -before[1])),
-                   end=(n, c, ph - max(0, -after[0]), pw - max(0, -after[1])))
-    cin, mg, kh, kw = w.shape
-    weight = reshaped(b, w, (groups, cin // groups, mg, kh, kw))
-    weight = reshaped(b, transposed(b, weight, (0, 2, 1, 3, 4)), (groups * mg, cin // groups, kh, kw))
-    for axis, k in ((2, kh), (3, kw)):
+    x = _spread_and_pad(b, x, strides, [d * (k - 1) - p for d, k, p in zip(dilations, kernel, pads[:len(kernel)])],
+                        [d * (k - 1) - p + e for d, k, p, e in zip(dilations, kernel, pads[len(kernel):], out_pad)])
+    cin, mg = w.shape[:2]
+    weight = reshaped(b, w, (groups, cin // groups, mg) + tuple(kernel))
+    weight = transposed(b, weight, (0, 2, 1) + tuple(range(3, weight.ndim)))
+    weight = reshaped(b, weight, (groups * mg, cin // groups) + tuple(kernel))
+    for axis, k in enumerate(kernel, start=2):
         if k > 1:
             weight = b.call("take", [weight, b.const(np.arange(k - 1, -1, -1, dtype=np.int64))], axis=axis)
+    if len(kernel) == 3:
+        return _conv3d(b, x, weight, [1, 1, 1], dilations, [0] * 6, groups)
     out = b.call("nn.conv2d", [x, weight], dilation=tuple(dilations), groups=groups, channels=groups * mg,
-                 kernel_size=(kh, kw))
-    bias = node.input(2)
-    if bias is not None:
-        out = b.call("nn.bias_add", [out, bias], axis=1)
-    if rank == 1:
-        out = from_2d(b, out)
-    return [out]
+                 kernel_size=tuple(kernel))
+    return from_2d(b, out) if rank == 1 else out
+
+
+def _spread_and_pad(b: Builder, x: Value, strides: Sequence[int], before: Sequence[int],
+                    after: Sequence[int]) -> Value:
+    """The input of a transposed convolution's plain convolution: x spread out by `strides`
+    (stride − 1 zeros between neighbours), then padded by `before`/`after` per spatial axis
+    (a negative amount crops)."""
+    n, c, *sizes = x.shape
+    if any(s != 1 for s in strides):
+        interleaved = tuple(v for size in sizes for v in (size, 1))
+        spread = reshaped(b, x, (n, c) + interleaved)
+        spread = b.call("nn.pad", [spread, scalar(b, 0, x.dtype)],
+                        pad_width=((0, 0), (0, 0)) + tuple(p for s in strides for p in ((0, 0), (0, s - 1))))
+        spread = reshaped(b, spread, (n, c) + tuple(size * s for size, s in zip(sizes, strides)))
+        x = b.call("strided_slice", [spread], begin=(0,) * (2 + len(sizes)),
+                   end=(n, c) + tuple((size - 1) * s + 1 for size, s in zip(sizes, strides)))
+    if any(v > 0 for v in list(before) + list(after)):
+        x = b.call("nn.pad", [x, scalar(b, 0, x.dtype)],
+                   pad_width=((0, 0), (0, 0)) + tuple((max(0, lo), max(0, hi)) for lo, hi in zip(before, after)))
+    if any(v < 0 for v in list(before) + list(after)):  # `pads` larger than the kernel extent crop instead
+        padded = x.shape[2:]
+        x = b.call("strided_slice", [x], begin=(0, 0) + tuple(max(0, -lo) for lo in before),
+                   end=(n, c) + tuple(size - max(0, -hi) for size, hi in zip(padded, after)))
+    return x
+
+
+@converter("Col2Im")
+def _col2im(b: Builder, node: Node) -> list[Value | None]:
+    """Sliding blocks summed back into an image: the (N, C·∏block, L) columns, read as a
+    (N, C·∏block, L₁, L₂, ...) grid of block positions, are a transposed convolution (groups C)
+    whose kernel is one-hot: column j of a block lands at offset j (row-major) of the block."""
+    x = required(node, 0, "input")
+    image = int_list(b.static(required(node, 1, "image_shape"), "image_shape"))
+    block = int_list(b.static(required(node, 2, "block_shape"), "block_shape"))
+    rank = len(image)
+    if len(block) != rank or not 1 <= rank <= 3:
+        raise Unsupported(f"image_shape {image} with block_shape {block} (irtool has 1 to 3 spatial axes)")
+    strides = int_list(node.attr("strides")) or [1] * rank
+    dilations = int_list(node.attr("dilations")) or [1] * rank
+    pads = int_list(node.attr("pads")) or [0] * (2 * rank)
+    if x.ndim != 3 or len(strides) != rank or len(dilations) != rank or len(pads) != 2 * rank:
+        raise Unsupported(f"a {x.tensor} input with strides {strides}, dilations {dilations}, pads {pads}")
+    n, rows, length = x.shape
+    size = math.prod(block)
+    extents = [(k - 1) * d + 1 for k, d in zip(block, dilations)]
+    grid = [(i + lo + hi - e) // s + 1 for i, lo, hi, e, s in zip(image, pads[:rank], pads[rank:], extents, strides)]
+    if not size or rows % size or min(grid) < 1 or math.prod(grid) != length:
+        raise Unsupported(f"a {x.tensor} input does not hold the blocks of {block} in an image of {image} "
+                          f"(strides {strides}, dilations {dilations}, pads {pads})")
+    channels = rows // size
+    one_hot = np.eye(size, dtype=np.dtype(x.dtype)).reshape([size, 1] + block)
+    weight = b.const(np.tile(one_hot, (channels,) + (1,) * (rank + 1)))
+    # The image may end past the last block (a remainder of the stride): output_padding fills it.
+    extra = [i + lo + hi - ((g - 1) * s + e) for i, lo, hi, g, s, e in zip(image, pads[:rank], pads[rank:], grid, strides, extents)]
+    return [conv_transpose(b, reshaped(b, x, (n, rows) + tuple(grid)), weight, channels, strides, dilations, pads, extra)]
 
 
 def pooled_size(size: int, begin: int, end: int, kernel: int, stride: int, dilation: int, ceil_mode: bool) -> int:
@@ -250,10 +299,11 @@ def _pool(b: Builder, node: Node, op: str) -> list[Value | None]:
     ceil_mode = bool(node.attr("ceil_mode", 0))
     sizes = spatial_sizes(x)
     pads = _spatial_pads(node, sizes, kernel, strides, dilations)
+    indices = None
     if len(node.used_outputs) > 1 and node.used_outputs[1]:
-        raise Unsupported("the Indices output of MaxPool")
+        indices = _max_indices(b, x, kernel, strides, dilations, pads, ceil_mode, int(node.attr("storage_order", 0)))  # type: ignore[call-overload]
     if rank == 3:
-        return [_pool3d(b, node, op, x, kernel, strides, dilations, pads, ceil_mode), None]
+        return [_pool3d(b, node, op, x, kernel, strides, dilations, pads, ceil_mode), indices]
     ceil_mode, pads = _relay_ceil_mode(sizes, kernel, strides, dilations, pads, ceil_mode)
     if rank == 1:
         x = as_2d(b, x)
@@ -266,7 +316,47 @@ def _pool(b: Builder, node: Node, op: str) -> list[Value | None]:
     out = b.call(op, [x], **attrs)
     if rank == 1:
         out = from_2d(b, out)
-    return [out, None]
+    return [out, indices]
+
+
+def _max_indices(b: Builder, x: Value, kernel: list[int], strides: list[int], dilations: list[int],
+                 pads: list[int], ceil_mode: bool, storage_order: int) -> Value:
+    """MaxPool's Indices output: for each window, the flat index into x of its first largest
+    element (row-major window order, as onnx.reference and onnxruntime), the spatial part in
+    row-major (`storage_order` 0) or column-major (1) order.
+
+    Each of the ∏kernel window taps is a strided slice of x padded with the lowest value; the
+    `argmax` over the stacked taps picks a tap, and a constant table maps (tap, window) to the
+    tap's flat position in the input."""
+    n, c, *sizes = x.shape
+    rank = len(sizes)
+    outs = [pooled_size(size, pads[i], pads[i + rank], k, s, d, ceil_mode)
+            for i, (size, k, s, d) in enumerate(zip(sizes, kernel, strides, dilations))]
+    after = [max(0, (o - 1) * s + (k - 1) * d + 1 - size - lo)
+             for o, s, k, d, size, lo in zip(outs, strides, kernel, dilations, sizes, pads[:rank])]
+    lowest = -np.inf if x.dtype.startswith("float") else np.iinfo(x.dtype).min
+    padded = b.call("nn.pad", [x, scalar(b, lowest, x.dtype)],
+                    pad_width=((0, 0), (0, 0)) + tuple(zip(pads[:rank], after)))
+    taps, table = [], []
+    order = np.arange(math.prod(sizes), dtype=np.int64).reshape(sizes if not storage_order else sizes[::-1])
+    flat = order if not storage_order else order.transpose()
+    for offset in np.ndindex(*kernel):
+        begin = [k * d for k, d in zip(offset, dilations)]
+        tap = b.call("strided_slice", [padded], begin=(0, 0) + tuple(begin),
+                     end=(n, c) + tuple(lo + (o - 1) * s + 1 for lo, o, s in zip(begin, outs, strides)),
+                     strides=(1, 1) + tuple(strides))
+        taps.append(b.call("expand_dims", [tap], axis=2))
+        where = np.meshgrid(*[np.arange(o) * s + k * d - lo for o, s, k, d, lo in
+                              zip(outs, strides, offset, dilations, pads[:rank])], indexing="ij")
+        inside = np.all([(p >= 0) & (p < size) for p, size in zip(where, sizes)], axis=0)
+        table.append(np.where(inside, flat[tuple(np.clip(p, 0, size - 1) for p, size in zip(where, sizes))], 0))
+    stacked = taps[0] if len(taps) == 1 else b.call("concatenate", [b.tuple(taps)], axis=2)
+    choice = b.call("argmax", [stacked], axis=(2,), keepdims=True)
+    choice = choice if choice.dtype == "int64" else b.call("cast", [choice], dtype="int64")
+    positions = broadcast_to(b, b.const(np.stack(table)[None, None]), (n, c, len(table)) + tuple(outs))
+    spatial = b.call("squeeze", [b.call("gather", [positions, choice], axis=2)], axis=(2,))
+    planes = (np.arange(n * c, dtype=np.int64) * math.prod(sizes)).reshape((n, c) + (1,) * rank)
+    return b.call("add", [spatial, b.const(planes)])
 
 
 def _pool3d(b: Builder, node: Node, op: str, x: Value, kernel: list[int], strides: list[int],
@@ -274,17 +364,14 @@ def _pool3d(b: Builder, node: Node, op: str, x: Value, kernel: list[int], stride
     """3-d pooling as 2-d pooling of each depth slice, then a window reduction along depth.
 
     Exact for max; for average, every depth slice's window has the same height/width count,
-    so the mean of the slices' means is the 3-d mean unless depth padding is excluded (or a
-    ceil-mode window runs past it, whose count ONNX does not include either)."""
+    so the 3-d mean is the sum of the slices' means over the depth positions ONNX counts,
+    divided by their number: the positions in the padded input, or in the input alone without
+    `count_include_pad` (a ceil-mode window's positions past the end padding never count)."""
     is_max = op == "nn.max_pool2d"
     include_pad = bool(node.attr("count_include_pad", 0))
-    if not is_max and (pads[0] or pads[3]) and not include_pad:
-        raise Unsupported("3-d average pooling with depth padding excluded from the count")
     depth = x.shape[2]
     out_depth = pooled_size(depth, pads[0], pads[3], kernel[0], strides[0], dilations[0], ceil_mode)
     past_end = max(0, (out_depth - 1) * strides[0] + (kernel[0] - 1) * dilations[0] + 1 - (depth + pads[0] + pads[3]))
-    if past_end and not is_max:
-        raise Unsupported("3-d average pooling whose last depth window runs past the padding (ceil_mode)")
     plane_mode, plane_pads = _relay_ceil_mode(x.shape[3:], kernel[1:], strides[1:], dilations[1:],
                                               [pads[1], pads[2], pads[4], pads[5]], ceil_mode)
     attrs: dict[str, object] = dict(pool_size=tuple(kernel[1:]), strides=tuple(strides[1:]),
@@ -303,15 +390,18 @@ def _pool3d(b: Builder, node: Node, op: str, x: Value, kernel: list[int], stride
         part = _depth_slice(b, flat, k * dilations[0], out_depth, strides[0])
         total = part if total is None else b.call("maximum" if is_max else "add", [total, part])
     assert total is not None
-    if not is_max and kd > 1:
-        total = b.call("divide", [total, scalar(b, kd, x.dtype)])
-    return total
+    if is_max:
+        return total
+    low, high = (0, depth) if not include_pad else (-pads[0], depth + pads[3])
+    counts = [sum(low <= o * strides[0] + k * dilations[0] - pads[0] < high for k in range(kd)) for o in range(out_depth)]
+    if len(set(counts)) == 1:
+        return total if counts[0] == 1 else b.call("divide", [total, scalar(b, counts[0], x.dtype)])
+    divisor = np.asarray(counts, dtype=np.dtype(x.dtype)).reshape(1, 1, out_depth, 1, 1)
+    return b.call("divide", [total, b.const(np.maximum(divisor, 1))])
 
 
 @converter("MaxPool")
 def _max_pool(b: Builder, node: Node) -> list[Value | None]:
-    if int(node.attr("storage_order", 0)) and node.used_outputs[1:2] == [True]:
-        raise Unsupported("storage_order")
     return _pool(b, node, "nn.max_pool2d")
 
 
@@ -330,3 +420,34 @@ def _global_pool(b: Builder, node: Node) -> list[Value | None]:
         raise Unsupported(f"global pooling of a rank-{x.ndim} tensor")
     op = "mean" if node.op_type == "GlobalAveragePool" else "max"
     return [b.call(op, [x], axis=tuple(range(2, x.ndim)), keepdims=True)]
+
+
+@converter("MaxUnpool")
+def _max_unpool(b: Builder, node: Node) -> list[Value | None]:
+    """Each value of X written at its flat index (MaxPool's Indices) into zeros of the unpooled
+    shape, one `scatter_elements` over the flattened output."""
+    x, indices = required(node, 0, "X"), required(node, 1, "I")
+    rank = x.ndim - 2
+    kernel = int_list(node.attr("kernel_shape"))
+    strides = int_list(node.attr("strides")) or [1] * rank
+    pads = int_list(node.attr("pads")) or [0] * (2 * rank)
+    if rank < 1 or len(kernel) != rank or len(strides) != rank or len(pads) != 2 * rank:
+        raise Unsupported(f"a {x.tensor} input with kernel_shape {kernel}, strides {strides}, pads {pads}")
+    if indices.shape != x.shape:
+        raise Unsupported(f"indices of shape {indices.shape} for X of shape {x.shape}")
+    shape = tuple(x.shape[:2]) + tuple((size - 1) * s - lo - hi + k for size, s, lo, hi, k in
+                                       zip(x.shape[2:], strides, pads[:rank], pads[rank:], kernel))
+    given = node.input(2)
+    target = shape if given is None else tuple(int_list(b.static(given, "output_shape")))
+    if len(target) != len(shape) or any(t < d for t, d in zip(target, shape)):
+        raise Unsupported(f"output_shape {list(target)} is smaller than the inferred {list(shape)}")
+    wide = indices if indices.dtype == "int64" else b.call("cast", [indices], dtype="int64")
+    zeros = b.call("zeros", [], shape=(math.prod(shape),), dtype=x.dtype)
+    flat = b.call("scatter_elements", [zeros, reshaped(b, wide, (math.prod(x.shape),)),
+                                       reshaped(b, x, (math.prod(x.shape),))], axis=0)
+    out = reshaped(b, flat, shape)
+    if target == shape:
+        return [out]
+    # A larger output_shape: the unpooled values at its origin, zeros after them (onnx.reference,
+    # whose results the node tests expect; onnxruntime reads the indices in output_shape instead).
+    return [b.call("nn.pad", [out, scalar(b, 0, x.dtype)], pad_width=tuple((0, t - d) for t, d in zip(target, shape)))]

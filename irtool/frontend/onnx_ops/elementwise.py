@@ -70,12 +70,16 @@ def _identity(b: Builder, node: Node) -> list[Value | None]:
 @converter("Dropout")
 def _dropout(b: Builder, node: Node) -> list[Value | None]:
     """Inference dropout: the data, and from opset 12 an all-true mask (before, onnxruntime and
-    onnx.reference disagree about the inference mask, so it is refused)."""
+    onnx.reference disagree about the inference mask, so it is refused). Training mode with
+    ratio 0 drops nothing and scales by 1/(1 − 0), so it is the same; another ratio is random."""
     x = required(node, 0, "data")
     if b.opset >= 12:
         training = node.input(2)
         if training is not None and bool(np.any(b.static(training, "training_mode"))):
-            raise Unsupported("training-mode dropout")
+            ratio_in = node.input(1)
+            ratio = 0.5 if ratio_in is None else float(np.asarray(b.static(ratio_in, "ratio")).reshape(-1)[0])
+            if ratio != 0:
+                raise Unsupported(f"training-mode dropout with ratio {ratio} (random)")
     elif b.opset < 7 and not node.attr("is_test", 0):
         raise Unsupported("training-mode dropout (is_test=0, the default before opset 7)")
     mask = None

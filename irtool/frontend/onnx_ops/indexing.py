@@ -6,9 +6,11 @@ so irtool's) along the first, so those converters move that axis to the front.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from irtool.frontend.onnx_ops.common import converter, int_list, norm_axis, required, scalar, transposed
+from irtool.frontend.onnx_ops.common import broadcast_to, converter, int_list, norm_axis, required, reshaped, scalar, transposed
 from irtool.frontend.onnx_ops.einsum import einsum
 from irtool.frontend.onnx_dtypes import dtype_of, onnx_type_name
 from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value
@@ -43,6 +45,34 @@ def _scatter_elements(b: Builder, node: Node) -> list[Value | None]:
     x, indices, updates = (required(node, i, what) for i, what in enumerate(("data", "indices", "updates")))
     return [b.call("scatter_elements", [x, indices, updates], axis=norm_axis(int(node.attr("axis", 0)), x.ndim),  # type: ignore[call-overload]
                    reduction=_reduction(node))]
+
+
+@converter("TensorScatter")
+def _tensor_scatter(b: Builder, node: Node) -> list[Value | None]:
+    """A key/value cache update (opset 24): row s of `update` goes to position
+    write_indices[batch] + s along `axis` (modulo the cache length in `circular` mode), one
+    `scatter_elements` whose indices are that sum broadcast over the update."""
+    cache, update = required(node, 0, "past_cache"), required(node, 1, "update")
+    axis = norm_axis(int(node.attr("axis", -2)), cache.ndim)  # type: ignore[call-overload]
+    mode = str(node.attr("mode", "linear"))
+    if mode not in ("linear", "circular"):
+        raise Unsupported(f"mode {mode}")
+    if axis == 0:
+        raise Unsupported("axis 0 (the batch axis)")
+    shape, length = cache.shape, update.shape[axis]
+    if update.ndim != cache.ndim or any(u != c for i, (u, c) in enumerate(zip(update.shape, shape)) if i != axis) \
+            or length > shape[axis]:
+        raise Unsupported(f"an update of shape {update.shape} for a cache of shape {shape} along axis {axis}")
+    ones = [1] * cache.ndim
+    rows = np.arange(length, dtype=np.int64).reshape(ones[:axis] + [length] + ones[axis + 1:])
+    index = b.const(rows)
+    starts = node.input(2)
+    if starts is not None:
+        wide = starts if starts.dtype == "int64" else b.call("cast", [starts], dtype="int64")
+        index = b.call("add", [reshaped(b, wide, (shape[0],) + (1,) * (cache.ndim - 1)), index])
+    if mode == "circular":
+        index = b.call("floor_mod", [index, scalar(b, shape[axis], "int64")])
+    return [b.call("scatter_elements", [cache, broadcast_to(b, index, update.shape), update], axis=axis)]
 
 
 @converter("ScatterND")
@@ -112,6 +142,26 @@ def _range(b: Builder, node: Node) -> list[Value | None]:
     wide = "float32" if dtype in ("float16", "bfloat16") and int(node.attr("stash_type", 1)) == 1 else dtype
     out = b.call("arange", [], start=start, stop=stop, step=step, dtype=wide)
     return [out if wide == dtype else b.call("cast", [out], dtype=dtype)]
+
+
+@converter("Compress")
+def _compress(b: Builder, node: Node) -> list[Value | None]:
+    """The slices along `axis` (of the flattened input without one) whose condition is true.
+    The condition fixes the output's shape, so it must be known at import time (the ONNX
+    backend binds it from the value `run` is given): the slices are then a `take`."""
+    x = required(node, 0, "input")
+    condition = np.asarray(b.static(required(node, 1, "condition"), "condition")).reshape(-1)
+    axis_attr = node.attr("axis")
+    if axis_attr is None:
+        x, axis = reshaped(b, x, (math.prod(x.shape),)), 0
+    else:
+        axis = norm_axis(int(axis_attr), x.ndim)  # type: ignore[call-overload]
+    if condition.size > x.shape[axis]:
+        raise Unsupported(f"a condition of {condition.size} values for an axis of size {x.shape[axis]}")
+    index = np.flatnonzero(condition).astype(np.int64)
+    if not index.size:
+        return [reshaped(b, x, x.shape[:axis] + (0,) + x.shape[axis + 1:])]
+    return [b.call("take", [x, b.const(index)], axis=axis)]
 
 
 @converter("Trilu")

@@ -13,20 +13,42 @@ from irtool.frontend.onnx_ops.common import (broadcast_to, converter, norm_axis,
 
 @converter("BatchNormalization")
 def _batch_norm(b: Builder, node: Node) -> list[Value | None]:
-    """Inference only; from opset 15 the statistics (and scale, bias) may have another float type
-    than X, and are converted to X's."""
-    if any(node.used_outputs[1:]):
+    """From opset 15 the statistics (and scale, bias) may have another float type than X, and
+    are converted to X's. Training mode (opset 14 on) normalises by the batch's own statistics."""
+    training = b.opset >= 14 and bool(int(node.attr("training_mode", 0)))  # type: ignore[call-overload]
+    if any(node.used_outputs[1:]) and not training:
         raise Unsupported("training-mode outputs (running mean/var, saved statistics)")
-    if int(node.attr("training_mode", 0)):
+    if int(node.attr("training_mode", 0)) and not training:  # type: ignore[call-overload]
         raise Unsupported("training_mode=1")
-    if b.opset < 7 and not int(node.attr("is_test", 0)):
+    if b.opset < 7 and not int(node.attr("is_test", 0)):  # type: ignore[call-overload]
         raise Unsupported("training mode (is_test=0, the default before opset 7)")
-    if b.opset < 9 and not int(node.attr("spatial", 1)):
+    if b.opset < 9 and not int(node.attr("spatial", 1)):  # type: ignore[call-overload]
         raise Unsupported("spatial=0 (per-activation statistics)")
     args = [required(node, i, what) for i, what in enumerate(("X", "scale", "B", "mean", "var"))]
-    args = args[:1] + [v if v.dtype == args[0].dtype else b.call("cast", [v], dtype=args[0].dtype) for v in args[1:]]
+    x, stats_dtype = args[0], args[3].dtype
+    args = args[:1] + [v if v.dtype == x.dtype else b.call("cast", [v], dtype=x.dtype) for v in args[1:]]
+    running: list[Value | None] = []
+    if training:
+        batch = _batch_statistics(b, x)
+        momentum = float(node.attr("momentum", 0.9))  # type: ignore[arg-type]
+        for given, current in zip(args[3:], batch):
+            mixed = b.call("add", [b.call("multiply", [given, scalar(b, momentum, x.dtype)]),
+                                   b.call("multiply", [current, scalar(b, 1 - momentum, x.dtype)])])
+            running.append(mixed if stats_dtype == x.dtype else b.call("cast", [mixed], dtype=stats_dtype))
+        args[3:] = batch
     out = b.call("nn.batch_norm", args, axis=1, epsilon=float(node.attr("epsilon", 1e-5)))  # type: ignore[arg-type]
-    return [b.item(out, 0)] + [None] * (node.num_outputs - 1)
+    outs = [b.item(out, 0)] + running
+    return outs + [None] * (node.num_outputs - len(outs))
+
+
+def _batch_statistics(b: Builder, x: Value) -> list[Value]:
+    """The per-channel mean and (population) variance of an (N, C, ...) batch."""
+    if x.ndim < 2:
+        raise Unsupported(f"training mode on a rank-{x.ndim} input")
+    axes = tuple(i for i in range(x.ndim) if i != 1)
+    mean = b.call("mean", [x], axis=axes)
+    centered = b.call("subtract", [x, reshaped(b, mean, mean.shape + (1,) * (x.ndim - 2))])
+    return [mean, b.call("mean", [b.call("multiply", [centered, centered])], axis=axes)]
 
 
 @converter("InstanceNormalization")

@@ -33,7 +33,7 @@ def _pad(b: Builder, node: Node) -> list[Value | None]:
         axes_in = node.input(3)
         axes = [norm_axis(a, n) for a in int_list(b.static(axes_in, "axes"))] if axes_in is not None else list(range(n))
     mode = str(node.attr("mode", "constant"))
-    if mode not in ("constant", "reflect", "edge"):
+    if mode not in ("constant", "reflect", "edge", "wrap"):
         raise Unsupported(f"pad mode {mode}")
     if len(pads) != 2 * len(axes):
         raise Unsupported(f"pads {pads} for {len(axes)} axes")
@@ -49,9 +49,25 @@ def _pad(b: Builder, node: Node) -> list[Value | None]:
         begin, end = [max(0, p) for p in begin], [max(0, p) for p in end]
     if not any(begin + end):
         return [x]
+    if mode == "wrap":
+        return [_wrap_pad(b, x, begin, end)]
     width = tuple(zip(begin, end))
     fill = value if isinstance(value, Value) else scalar(b, value, x.dtype)  # type: ignore[arg-type]
     return [b.call("nn.pad", [x, fill], pad_width=width, pad_mode=mode)]
+
+
+def _wrap_pad(b: Builder, x: Value, begin: list[int], end: list[int]) -> Value:
+    """Pad mode `wrap` (opset 19): each padded axis read at its positions modulo its size, one
+    `take` per axis (the padding may be wider than the axis: it wraps again)."""
+    for axis, (lo, hi) in enumerate(zip(begin, end)):
+        if not lo and not hi:
+            continue
+        size = x.shape[axis]
+        if not size:
+            raise Unsupported(f"wrap padding of the empty axis {axis}")
+        index = np.arange(-lo, size + hi, dtype=np.int64) % size
+        x = b.call("take", [x, b.const(index)], axis=axis)
+    return x
 
 
 @converter("Reshape")

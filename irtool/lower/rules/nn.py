@@ -1,8 +1,8 @@
 """Compute rules of the neural-network operators (definitions/nn.py).
 
 Convolution, dense, matmul, pooling and `lrn` are `Reduce` tensors (one accumulator per output
-element, so their elementwise consumers run on it in the same nest); softmax is TVM's three
-steps (row max, row sum of exponentials, then the elementwise quotient); convolution padding
+element, so their elementwise consumers run on it in the same nest); softmax computes each
+exponential once (row max and row sum in vector lanes, then the exponentials times 1 / sum); convolution padding
 is a stage of its own, so the accumulation loop reads without bounds checks.
 """
 
@@ -15,6 +15,7 @@ import numpy as np
 from irtool.ir.tir import BinaryOp, Call, PrimExpr, is_float
 from irtool.ir.types import TensorType, Type
 from irtool.lower.errors import LoweringError
+from irtool.lower.rules._lanes import lane_reduce
 from irtool.lower.rules._rule import Attrs, dot_dtype, out_tensor_type, rule, shape_of, sum_dtype
 from irtool.lower.rules.reduce import mean_of
 from irtool.lower.schedules import conv2d_schedule, dense_tiled, register_tile
@@ -186,47 +187,49 @@ def _without(idx: Idx, axis: int) -> Idx:
     return idx[:axis] + idx[axis + 1:]
 
 
-def _row_reduce(x: Tensor, axis: int, value: Callable[[Element, Idx], PrimExpr], combine: str,
-                first: bool, name: str) -> Reduce:
-    """A reduction of `value(ctx, x-index)` along `axis`; the result drops that axis. Sums of
-    16-bit floats accumulate in float32, as numpy's do."""
-    wide = x.dtype if combine != "add" else sum_dtype(x.dtype)
-
-    def fbody(ctx: Element, idx: Idx) -> PrimExpr:
-        def at(k: PrimExpr) -> Idx:
-            return idx[:axis] + (k,) + idx[axis:]
-        init = value(ctx, at(const(0))) if first else imm(0, wide)
-        acc = ctx.accumulator(wide, init, f"{name}_acc")
-        ctx.loop((x.shape[axis],), ("k",), lambda r: acc_store(
-            acc, BinaryOp(combine, acc_load(acc), cast(wide, value(ctx, at(r[0]))))))
-        return cast(x.dtype, acc_load(acc))
-    return Reduce(_without(x.shape, axis), x.dtype, fbody, name)
+def _row_statistic(x: Tensor, axis: int, value: Callable[[Element, Idx], PrimExpr], combine: str, name: str,
+                   finish: Callable[[PrimExpr], PrimExpr] | None = None) -> Reduce:
+    """A reduction of `value(ctx, x-index)` along `axis` in vector lanes (`_lanes`); the result
+    drops that axis. Sums of 16-bit floats accumulate in float32, as numpy's do."""
+    return lane_reduce(_without(x.shape, axis), x.dtype, (x.shape[axis],), value,
+                       lambda s, r: s[:axis] + r + s[axis:], combine, finish, name,
+                       sum_dtype(x.dtype) if combine == "add" else x.dtype)
 
 
-def _normalize_rows(x: Tensor, attrs: Attrs, name: str,
-                    combine: Callable[[PrimExpr, PrimExpr], PrimExpr]) -> Tensor:
-    """Each element is `combine(x - row max, row sum of exp(x - row max))` (softmax and its log)."""
-    axis = int(attrs["axis"]) % x.ndim  # type: ignore[arg-type]
-    row_max = _row_reduce(x, axis, lambda ctx, i: ctx.load(x, i), "max", True, "max")
+def _minus_row_max(x: Tensor, axis: int) -> Callable[[Element, Idx], PrimExpr]:
+    """`x - row max` (what softmax exponentiates, so exp never overflows); the max is a stage."""
+    row_max = _row_statistic(x, axis, lambda ctx, i: ctx.load(x, i), "max", "max")
 
     def shifted(ctx: Element, i: Idx) -> PrimExpr:
         return BinaryOp("sub", ctx.load(x, i), ctx.load(row_max, _without(i, axis)))
-    row_sum = _row_reduce(x, axis, lambda ctx, i: Call("exp", (shifted(ctx, i),)), "add", False, "sum")
-
-    def f(ctx: Element, idx: Idx) -> PrimExpr:
-        return combine(shifted(ctx, idx), ctx.load(row_sum, _without(idx, axis)))
-    return Compute(x.shape, x.dtype, f, name)
+    return shifted
 
 
 @rule("nn.softmax")
 def _softmax(args: list, attrs: Attrs, out: Type) -> Tensor:
-    return _normalize_rows(args[0], attrs, "softmax", lambda s, total: BinaryOp("div", Call("exp", (s,)), total))
+    """exp(x - row max) once, into a stage; its row sum; then each exponential times 1 / sum
+    (one division per row, not per element). A float16 softmax keeps the exponentials and the
+    sum in float32 and rounds once, at the product."""
+    x = args[0]
+    axis = int(attrs["axis"]) % x.ndim  # type: ignore[arg-type]
+    wide = sum_dtype(x.dtype)
+    shifted = _minus_row_max(x, axis)
+    exps = Compute(x.shape, wide, lambda ctx, i: Call("exp", (cast(wide, shifted(ctx, i)),)), "exp", stage=True)
+    inv_sum = _row_statistic(exps, axis, lambda ctx, i: ctx.load(exps, i), "add", "inv_sum",
+                             lambda total: BinaryOp("div", imm(1, total.dtype), total))
+    return Compute(x.shape, x.dtype, lambda ctx, i: cast(x.dtype, BinaryOp(
+        "mul", ctx.load(exps, i), ctx.load(inv_sum, _without(i, axis)))), "softmax")
 
 
 @rule("nn.log_softmax")
 def _log_softmax(args: list, attrs: Attrs, out: Type) -> Tensor:
-    return _normalize_rows(args[0], attrs, "log_softmax",
-                           lambda s, total: BinaryOp("sub", s, Call("log", (total,))))
+    """(x - row max) - log(row sum of exp(x - row max))."""
+    x = args[0]
+    axis = int(attrs["axis"]) % x.ndim  # type: ignore[arg-type]
+    shifted = _minus_row_max(x, axis)
+    row_sum = _row_statistic(x, axis, lambda ctx, i: Call("exp", (shifted(ctx, i),)), "add", "sum")
+    return Compute(x.shape, x.dtype, lambda ctx, i: BinaryOp("sub", shifted(ctx, i), Call(
+        "log", (ctx.load(row_sum, _without(i, axis)),))), "log_softmax")
 
 
 @rule("nn.lrn")

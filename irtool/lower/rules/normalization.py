@@ -1,8 +1,9 @@
 """Compute rules of layer and group normalisation (definitions/normalization.py).
 
 Two reductions per row (or group) into stages, the mean and then 1 / sqrt(var + epsilon) of the
-centred values, and the result as an elementwise expression of those: two passes over the data
-for the statistics and one for the output, whatever the row length. The result inlines into
+centred values, each summed in vector lanes (`_lanes`), and the result as an elementwise
+expression of those: two passes over the data for the statistics and one for the output,
+whatever the row length. The result inlines into
 its consumers (bias, activation, residual add) and its producers into the reductions.
 """
 
@@ -10,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from irtool.ir.tir import BinaryOp, Buffer, Call, PrimExpr, Stmt
+from irtool.ir.tir import BinaryOp, Call, PrimExpr
 from irtool.ir.types import Type
+from irtool.lower.rules._lanes import lane_reduce
 from irtool.lower.rules._rule import Attrs, rule
-from irtool.lower.te import Compute, Element, Idx, Reduce, Tensor, acc_load, acc_store, add, floordiv, imm, mul
+from irtool.lower.te import Compute, Element, Idx, Reduce, Tensor, add, floordiv, imm, mul
 
-LANES = 8  # partial sums per statistic
 # (statistics index of an element, the element a statistic's reduction position reads)
 Grouping = tuple[tuple[int, ...], Callable[[Idx], Idx], Callable[[Idx, Idx], Idx], tuple[int, ...]]
 
@@ -30,27 +31,7 @@ def _normalize(x: Tensor, args: list, attrs: Attrs, axis: int, grouping: Groupin
     dt = x.dtype
 
     def reduce(value: Callable[[Element, Idx], PrimExpr], finish: Callable[[PrimExpr], PrimExpr], what: str) -> Reduce:
-        """The sum of `value` over a group, in LANES partial sums along the innermost axis (a
-        dependency chain of one add per element would bound the loop by the add's latency;
-        independent lanes become one vector add), then the tail, then the partial sums."""
-        outer, inner = extents[:-1], extents[-1]
-        names = [f"r{k}" for k in range(len(extents))]
-
-        def fbody(ctx: Element, idx: Idx) -> PrimExpr:
-            accs = [ctx.accumulator(dt, imm(0, dt), f"{what}_acc{lane}") for lane in range(LANES)]
-
-            def add_to(acc: Buffer, r: Idx, at: PrimExpr) -> Stmt:
-                return acc_store(acc, BinaryOp("add", acc_load(acc), value(ctx, element_of(idx, r[:-1] + (at,)))))
-            if inner >= LANES:
-                ctx.loop(outer + (inner // LANES,), names, lambda r: [
-                    add_to(acc, r, add(mul(r[-1], LANES), lane)) for lane, acc in enumerate(accs)])
-            if inner % LANES:
-                ctx.loop(outer + (inner % LANES,), names, lambda r: add_to(accs[0], r, add(r[-1], inner // LANES * LANES)))
-            parts = [acc_load(a) for a in accs]
-            while len(parts) > 1:  # a balanced sum of the lanes
-                parts = [BinaryOp("add", parts[i], parts[i + 1]) for i in range(0, len(parts), 2)]
-            return finish(parts[0])
-        return Reduce(stats_shape, dt, fbody, what)
+        return lane_reduce(stats_shape, dt, extents, value, element_of, "add", finish, what)
     mean = reduce(lambda ctx, i: ctx.load(x, i), lambda total: BinaryOp("div", total, imm(count, dt)), "mean")
 
     def centered(ctx: Element, i: Idx) -> PrimExpr:

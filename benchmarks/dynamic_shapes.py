@@ -1,0 +1,88 @@
+"""What a dynamic batch costs natively (docs/native-relay.md, "Dynamic shapes"): one module
+compiled for `Tensor[(?, ...)]` inputs against a twin compiled for each batch size, A/B
+alternated in one process.
+
+    python benchmarks/dynamic_shapes.py [--batches 1,16,64,256] [--repeat 40]
+
+Models: `samples/mlp.relay` (784 → 128 → 10, softmax) with its batch made `?`, and a recurrent
+cell `tanh(dense(x) + dense(h) + b)` on 64-wide states unrolled by tail recursion over 16 steps.
+The dynamic module is built once and run at every batch size; each static twin is the same text
+with the batch written out (the MLP's twin runs on the AOT path, the RNN's on the functions path
+with static shapes). Per batch: the median and the minimum CPU time (`time.process_time`) of
+`NativeModule.run` (numpy in, numpy out: the dynamic module's outputs are allocated by `_run`
+and copied out), --repeat calls each after one warm-up call of each; the ratio of the medians
+over rounds and of the minima; outputs checked equal (to float32 rounding: the tiles' schedules
+sum in another order).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+
+from harness import alternate, describe_host, load_average, thread_counts, versus
+import irtool
+from irtool.syntax.parser import parse
+
+ROOT = Path(__file__).resolve().parent.parent
+STEPS = 16
+RNN = """#[version = "0.0.5"]
+def @loop(%i: int32, %h: Tensor[(B, 64), float32], %x: Tensor[(B, 64), float32], %wx: Tensor[(64, 64), float32],
+          %wh: Tensor[(64, 64), float32], %b: Tensor[(64), float32]) -> Tensor[(B, 64), float32] {
+  if (%i == 0) { %h } else {
+    @loop(%i - 1, tanh(nn.bias_add(add(nn.dense(%x, %wx), nn.dense(%h, %wh)), %b)), %x, %wx, %wh, %b)
+  }
+}
+def @main(%x: Tensor[(B, 64), float32], %h: Tensor[(B, 64), float32], %wx: Tensor[(64, 64), float32],
+          %wh: Tensor[(64, 64), float32], %b: Tensor[(64), float32]) -> Tensor[(B, 64), float32] {
+  @loop(STEPS, %h, %x, %wx, %wh, %b)
+}
+""".replace("STEPS", str(STEPS))
+
+
+def mlp_text(batch: str) -> str:
+    text = (ROOT / "samples/mlp.relay").read_text()
+    return text.replace("Tensor[(1, 784), float32]", f"Tensor[({batch}, 784), float32]").replace(
+        "Tensor[(1, 10), float32] {", f"Tensor[({batch}, 10), float32] {{")
+
+
+def inputs_for(model: str, batch: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    def f(*shape: int) -> np.ndarray:
+        return (rng.standard_normal(shape) * 0.2).astype(np.float32)
+    if model == "mlp":
+        return {"x": f(batch, 784), "w1": f(128, 784), "b1": f(128), "w2": f(10, 128), "b2": f(10)}
+    return {"x": f(batch, 64), "h": f(batch, 64), "wx": f(64, 64), "wh": f(64, 64), "b": f(64)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--batches", type=thread_counts, default=[1, 16, 64, 256], help="batch sizes (comma-separated)")
+    ap.add_argument("--repeat", type=int, default=40)
+    args = ap.parse_args()
+    host = describe_host()
+    print(f"host: {host.cpu}, LLVM {host.llvm_cpu} ({', '.join(host.isa)}), load average {load_average():.1f}")
+    texts = {"mlp": mlp_text, "rnn": lambda b: RNN.replace("(B,", f"({b},")}
+    rng = np.random.default_rng(0)
+    print("| model | batch | dynamic ms (median / min) | static twin ms (median / min) | ratio (median / min) |")
+    print("|---|---|---|---|---|")
+    for model, text in texts.items():
+        dynamic = irtool.build(parse(text("?"), f"{model}_dyn.relay"))
+        for batch in args.batches:
+            static = irtool.build(parse(text(str(batch)), f"{model}_{batch}.relay"))
+            feed = inputs_for(model, batch, rng)
+            got, want = dynamic(**feed), static(**feed)
+            scale = float(np.abs(want).max(initial=1.0))
+            assert got.shape == want.shape and np.allclose(got, want, rtol=1e-4, atol=1e-5 * scale), model
+            times = alternate({"dynamic": lambda: dynamic(**feed), "static": lambda: static(**feed)}, args.repeat,
+                              clock=time.process_time)
+            v = versus(times["dynamic"], times["static"])
+            print(f"| {model} | {batch} | {v.ms:.3f} / {v.min_ms:.3f} | {v.baseline_ms:.3f} / {v.baseline_min_ms:.3f} "
+                  f"| {v.ratio:.2f} / {v.ratio_min:.2f} |", flush=True)
+    print(f"load average at the end: {load_average():.1f}")
+
+
+if __name__ == "__main__":
+    main()
