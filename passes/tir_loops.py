@@ -123,17 +123,19 @@ class TirUnrollPass(_SetKind):
 class TirParallelizePass(_SetKind):
     """With `loop`, marks that loop `parallel` (refused unless its iterations are disjoint);
     without, marks the outermost disjoint loop of each primfn nest that has at least `min_work`
-    innermost statement runs (`irtool.tir_transform.parallel`; the build driver applies the same
-    choice when it compiles for more than one thread)."""
+    innermost statement runs, fused with the loops inside it until it has enough iterations for
+    `threads` threads (`irtool.tir_transform.parallel`; the build driver applies the same choice
+    when it compiles for more than one thread)."""
 
     name: ClassVar[str] = "tir-parallelize"
     description: ClassVar[str] = ("mark a loop parallel (`loop=i`, checked), or else the outermost safe loop of "
                                   "each primfn nest with enough work")
     kind: ClassVar[str] = "parallel"
     min_work: int = MIN_WORK
+    threads: int = 2
 
     def apply(self, mod: IRModule) -> IRModule:
         if self.loop:
             return super().apply(mod)
         with located_as(self.name):
-            return map_primfuncs(mod, lambda _, f: parallelize(f, self.min_work), self.function)
+            return map_primfuncs(mod, lambda _, f: parallelize(f, self.min_work, self.threads), self.function)

@@ -58,7 +58,8 @@ def plan_if_missing(mod: IRModule) -> IRModule:
 
 
 def parallelize_kernels(mod: IRModule, threads: int) -> IRModule:
-    """For more than one thread, each kernel's outermost safe loops marked `parallel`, except in
+    """For more than one thread, each kernel's outermost safe loops marked `parallel` (and fused
+    with the loops inside them until each has enough iterations for `threads`), except in
     kernels that a step of `main` calls with overlapping buffers (an in-place plan): the
     dependence test assumes distinct buffers."""
     if threads <= 1:
@@ -71,7 +72,7 @@ def parallelize_kernels(mod: IRModule, threads: int) -> IRModule:
     out = mod.copy()
     for name, func in mod.functions.items():
         if isinstance(func, PrimFunc) and name not in skip:
-            out.functions[name] = parallelize(func)
+            out.functions[name] = parallelize(func, threads=threads)
     return out
 
 

@@ -9,11 +9,14 @@ misaligned view is copied), allocate the outputs 64-byte aligned, and reuse one 
 built module (so a built module is not re-entrant: one call at a time). The pool of hoisted
 tensors that `_init` fills is numpy memory bound to the module's pool symbol, like the constants
 (large numpy arrays get transparent huge pages, which weight-streaming kernels need); it lives as
-long as the process.
+long as the process. Engines live as long as the process too; at exit, before they are freed, each
+runs its static destructors, which stop and join a threaded module's parked pool workers
+(`irtool.codegen.thread_pool`).
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import ctypes.util
 import functools
@@ -37,6 +40,14 @@ from irtool.core.diagnostics import DiagnosticError
 from irtool.runtime.buffers import aligned_empty, describe_status
 
 _CACHE: dict[str, llvm.ExecutionEngine] = {}
+
+
+@atexit.register
+def _stop_thread_pools() -> None:
+    """Joins the pool workers of threaded modules (their `llvm.global_dtors`) while their code
+    is still mapped: a worker left parked would return into freed memory."""
+    for engine in _CACHE.values():
+        engine.run_static_destructors()
 
 
 def _jit(ir: str, options: TargetOptions, make_engine: Callable[[], llvm.ExecutionEngine],

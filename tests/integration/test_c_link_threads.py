@@ -1,7 +1,9 @@
 """An object file compiled with `--threads N` links into a C program (with -pthread) and computes
-what the interpreter computes. The driver wraps `pthread_create` (`-Wl,--wrap`) to count the
-threads the model starts: none for `--threads 1` (whose object has no pthread reference at
-all), some for 2 and 4."""
+what the interpreter computes, from one C thread, from two at once and in a forked child. The
+driver wraps `pthread_create` and `pthread_join` (`-Wl,--wrap`) to count the workers the model's
+pool starts (N - 1 once, however many runs and loops; none for `--threads 1`, whose object has no
+pthread reference at all) and joins at exit, and to refuse every thread (the model then runs
+serially and still computes the same)."""
 
 from __future__ import annotations
 
@@ -31,17 +33,31 @@ def @main(%x: Tensor[(1, 16, 64, 64), float32], %w: Tensor[(32, 16, 3, 3), float
 """
 
 DRIVER = r"""
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <math.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include "model.h"
 
-static int created = 0;
+/* pthread_create counted (or refused with EAGAIN when the program's argument is `refuse`), and
+   every join the model's pool does at exit reported on stderr by this process. */
+static int created = 0, refuse = 0;
+static pid_t parent;
 int __real_pthread_create(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*f)(void *), void *arg) {
+  if (refuse) return EAGAIN;
   __atomic_add_fetch(&created, 1, __ATOMIC_SEQ_CST);
   return __real_pthread_create(t, a, f, arg);
+}
+int __real_pthread_join(pthread_t, void **);
+int __wrap_pthread_join(pthread_t t, void **r) {
+  int rc = __real_pthread_join(t, r);
+  if (rc == 0 && getpid() == parent) write(2, "joined\n", 7);
+  return rc;
 }
 
 static float *ramp_f(size_t n, double scale) {
@@ -50,21 +66,56 @@ static float *ramp_f(size_t n, double scale) {
   return p;
 }
 
-int main(void) {
+#define N0 (32 * 32 * 32)
+#define N2 512
+struct job { struct model_inputs *in; struct model_outputs out; void *ws; int rounds; int32_t status; };
+
+static struct job job_for(struct model_inputs *in, int rounds) {
+  struct job j = { in, { .output0 = aligned_alloc(64, N0 * 4), .output1 = aligned_alloc(64, 64),
+                         .output2 = aligned_alloc(64, N2 * 4) },
+                   aligned_alloc(64, (model_workspace_size + 63) / 64 * 64 + 64), rounds, 0 };
+  return j;
+}
+
+static void *runs(void *arg) {   /* `rounds` runs in a row: nothing may be left over from a run */
+  struct job *j = arg;
+  for (int r = 0; r < j->rounds; r++) j->status |= model_run(j->in, &j->out, j->ws);
+  return NULL;
+}
+
+static int same(const struct job *a, const struct job *b) {
+  return a->status == 0 && b->status == 0 && !memcmp(a->out.output0, b->out.output0, N0 * 4)
+         && !memcmp(a->out.output1, b->out.output1, 4) && !memcmp(a->out.output2, b->out.output2, N2 * 4);
+}
+
+int main(int argc, char **argv) {
+  parent = getpid();
+  refuse = argc > 1 && !strcmp(argv[1], "refuse");
   struct model_inputs in = { .x = ramp_f(16 * 64 * 64, 1.0), .w = ramp_f(32 * 16 * 9, 0.2), .b = ramp_f(32, 0.1),
                              .z = ramp_f(512 * 1024, 2.0) };
-  struct model_outputs out = { .output0 = aligned_alloc(64, 32 * 32 * 32 * 4), .output1 = aligned_alloc(64, 64),
-                               .output2 = aligned_alloc(64, 512 * 4) };
-  void *ws = aligned_alloc(64, (model_workspace_size + 63) / 64 * 64 + 64);
-  for (int round = 0; round < 2; round++) {   /* twice: nothing is left over from a run */
-    int32_t status = model_run(&in, &out, ws);
-    if (status != 0) { printf("status %d\n", status); return 1; }
+  struct job first = job_for(&in, 2);
+  runs(&first);
+  if (first.status != 0) { printf("status %d\n", first.status); return 1; }
+  /* Two C threads run the model at once, each with its own workspace (`_init` already ran). */
+  struct job pair[2] = { job_for(&in, 25), job_for(&in, 25) };
+  pthread_t t[2];
+  for (int k = 0; k < 2; k++) __real_pthread_create(&t[k], NULL, runs, &pair[k]);
+  for (int k = 0; k < 2; k++) __real_pthread_join(t[k], NULL);
+  /* A forked child runs it too (on workers of its own) and exits through the pool's shutdown. */
+  pid_t child = fork();
+  if (child == 0) {
+    struct job again = job_for(&in, 3);
+    runs(&again);
+    exit(same(&again, &first) ? 0 : 3);
   }
+  int waited = 0;
+  waitpid(child, &waited, 0);
   printf("output0");
-  for (int i = 0; i < 32 * 32 * 32; i++) printf(" %.9g", out.output0[i]);
-  printf("\noutput1 %.9g\noutput2", out.output1[0]);
-  for (int i = 0; i < 512; i++) printf(" %.9g", out.output2[i]);
-  printf("\ncreated %d\n", created);
+  for (int i = 0; i < N0; i++) printf(" %.9g", first.out.output0[i]);
+  printf("\noutput1 %.9g\noutput2", first.out.output1[0]);
+  for (int i = 0; i < N2; i++) printf(" %.9g", first.out.output2[i]);
+  printf("\nconcurrent %d\nchild %d\ncreated %d\n", same(&pair[0], &first) && same(&pair[1], &first),
+         WIFEXITED(waited) ? WEXITSTATUS(waited) : 100 + WTERMSIG(waited), created);
   return 0;
 }
 """
@@ -84,22 +135,29 @@ def test_threaded_object_links_into_a_c_program(tmp_path: Path, threads: int) ->
     obj = (tmp_path / "model.o").read_bytes()
     assert (b"pthread_create" in obj) == (threads > 1)
     (tmp_path / "main.c").write_text(DRIVER)
-    subprocess.run(["cc", "-O1", "-pthread", "-Wl,--wrap=pthread_create", "-o", str(tmp_path / "prog"),
-                    str(tmp_path / "main.c"), str(tmp_path / "model.o"), "-lm"], check=True, cwd=tmp_path)
-    done = subprocess.run([str(tmp_path / "prog")], capture_output=True, text=True, check=True)
-    lines = dict(line.split(" ", 1) for line in done.stdout.strip().splitlines())
-    # Each parallel loop (all are longer than 4 iterations) starts threads - 1 threads per run;
-    # the model runs twice.
+    subprocess.run(["cc", "-O1", "-pthread", "-Wl,--wrap=pthread_create", "-Wl,--wrap=pthread_join", "-o",
+                    str(tmp_path / "prog"), str(tmp_path / "main.c"), str(tmp_path / "model.o"), "-lm"],
+                   check=True, cwd=tmp_path)
     mod = parse(PROGRAM, "model.relay")
     marked = run(ensure_lowered(mod), "tir-parallelize")
     loops = sum(1 for f in marked.functions.values() if isinstance(f, PrimFunc)
                 for s in walk_stmts(f.body) if isinstance(s, For) and s.kind == "parallel")
     assert loops >= 2
-    assert int(lines["created"]) == 2 * (threads - 1) * loops
-
     args = {"x": _ramp(16 * 64 * 64, 1.0).reshape(1, 16, 64, 64), "w": _ramp(32 * 16 * 9, 0.2).reshape(32, 16, 3, 3),
             "b": _ramp(32, 0.1), "z": _ramp(512 * 1024, 2.0).reshape(512, 1024)}
     want = flatten_value(run_function(mod, args))
-    np.testing.assert_allclose(np.array(lines["output0"].split(), np.float32), want[0].ravel(), rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(np.float32(lines["output1"]), want[1], rtol=1e-5)
-    np.testing.assert_allclose(np.array(lines["output2"].split(), np.float32), want[2], rtol=1e-5, atol=1e-5)
+    for refuse in (False, True):
+        done = subprocess.run([str(tmp_path / "prog"), *(["refuse"] if refuse else [])], capture_output=True,
+                              text=True, check=True, timeout=600)
+        lines = dict(line.split(" ", 1) for line in done.stdout.strip().splitlines())
+        # The pool starts threads - 1 workers once, on the first of the 2 + 2 * 25 runs, whatever the
+        # number of parallel loops; at exit it joins them. Where no thread can be created, every loop
+        # runs on the calling thread.
+        workers = 0 if refuse else threads - 1
+        assert int(lines["created"]) == workers
+        assert done.stderr.count("joined") == workers
+        assert lines["concurrent"] == "1" and lines["child"] == "0"
+        np.testing.assert_allclose(np.array(lines["output0"].split(), np.float32), want[0].ravel(), rtol=1e-5,
+                                   atol=1e-7)
+        np.testing.assert_allclose(np.float32(lines["output1"]), want[1], rtol=1e-5)
+        np.testing.assert_allclose(np.array(lines["output2"].split(), np.float32), want[2], rtol=1e-5, atol=1e-5)

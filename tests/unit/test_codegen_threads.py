@@ -6,9 +6,12 @@ thread means exactly the serial code of before; the command-line knobs."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -194,3 +197,70 @@ def test_command_line_threads() -> None:
     assert native.stdout.splitlines()[0] == interp.stdout.splitlines()[0]
     wrong = _tool("irtool.tools.run", "-", "--threads", "2", stdin=RELAY)
     assert wrong.returncode == 1 and "--backend=native" in wrong.stderr
+
+
+POOLED = """#[version = "0.0.5"]
+def @main(%x: Tensor[(1000, 1048), float32], %y: Tensor[(1000, 1048), float32]) {
+  nn.relu(multiply(%x, %y))
+}
+"""
+
+
+def _tasks() -> int:
+    """This process's threads (Linux)."""
+    return len(os.listdir("/proc/self/task"))
+
+
+def _pooled_inputs() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(7)
+    x, y = (rng.standard_normal((1000, 1048)).astype(np.float32) for _ in range(2))
+    return x, y, np.maximum(x * y, 0)
+
+
+def test_the_pool_starts_once_and_its_shutdown_joins_the_workers() -> None:
+    # A module of its own (no other test builds it): its pool has not started yet.
+    model = build(parse_module(POOLED, "pooled.relay"), opt_level=1, threads=3)
+    assert model.ir.count("call i32 @irtool_parallel_for(") == 1
+    x, y, want = _pooled_inputs()
+    before = _tasks()
+    np.testing.assert_array_equal(model(x=x, y=y), want)
+    started = _tasks()
+    assert started == before + 2
+    for _ in range(100):
+        np.testing.assert_array_equal(model(x=x, y=y), want)
+    assert _tasks() == started
+    # What the runtime does before the process frees the engine: the workers are joined, and
+    # the module still runs, serially.
+    model._engine.run_static_destructors()
+    # A joined thread may linger in /proc for a moment while the kernel releases it.
+    for _ in range(1000):
+        if _tasks() == before:
+            break
+        time.sleep(0.01)
+    assert _tasks() == before
+    np.testing.assert_array_equal(model(x=x, y=y), want)
+    assert _tasks() == before
+
+
+def test_two_python_threads_share_one_pool() -> None:
+    # Two built modules of one program share the JIT engine, so its pool; each has its own
+    # workspace. ctypes releases the GIL: the calls overlap, and a call that finds the pool busy
+    # runs its loop serially.
+    mod = parse_module(POOLED.replace("multiply", "subtract"), "shared.relay")
+    models = [build(mod, opt_level=1, threads=2) for _ in range(2)]
+    assert models[0]._engine is models[1]._engine
+    x, y, _ = _pooled_inputs()
+    want = np.maximum(x - y, 0)
+    wrong: list[int] = []
+
+    def calls(model: object) -> None:
+        for k in range(60):
+            if not np.array_equal(model(x=x, y=y), want):  # type: ignore[operator]
+                wrong.append(k)
+
+    threads = [threading.Thread(target=calls, args=(m,)) for m in models]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []

@@ -3,11 +3,15 @@ which loops are chosen (written out by hand for small kernels), which are refuse
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+from irtool.driver import build_kernels
 from irtool.ir.tir import For, PrimFunc
 from irtool.passes import run
+from irtool.runtime import aligned_empty
 from irtool.syntax.parser import parse_module
+from irtool.syntax.tir_printer import print_primfunc
 from irtool.tir_transform.mutator import walk_stmts
 from irtool.tir_transform.dependence import iterations_disjoint
 from irtool.tir_transform.parallel import choose_parallel_loops, parallelize
@@ -221,3 +225,75 @@ def @main(%x: Tensor[(8, 64), float32], %y: Tensor[(8, 64), float32]) {
     want = {"i0": 1} if min_work == 1 else {}
     assert {name: len(v) for name, v in marked.items()} == {"fused_add_nn_relu": len(want), "fused_sum": len(want),
                                                             "fused_sum_1": 0}
+
+
+# Four row blocks of four channel blocks: rows 4*s+no of %out, from a main statement and, for
+# the sibling case, a second loop over the same channel blocks writing the columns after them.
+BLOCKS = """
+  for %s in range(0, 4) {
+    for %no in range(0, 4) {
+      for %j in range(0, 8) {
+        %out[%s * 4 + %no, %j] = %a[%s * 4 + %no, %j] * 2f + float32(%s);
+      }
+    }REMAINDER
+  }"""
+SIBLING = """
+    for %no_1 in range(0, 4) {
+      %out[%s * 4 + %no_1, 8] = float32(%no_1);
+    }"""
+BLOCK_PARAMS = "%a: Buffer[(16, 9), float32], %out: Buffer[(16, 9), float32]"
+
+
+def _fused(func: PrimFunc) -> For:
+    (fused,) = [s for s in walk_stmts(func.body) if isinstance(s, For) and s.kind == "parallel"]
+    return fused
+
+
+def _runs_like_numpy(func: PrimFunc, sibling: bool) -> None:
+    """The marked kernel, compiled for 2 threads, computes the rows (and column 8) numpy does."""
+    mod = parse_module(f'#[version = "0.0.5"]\nprimfn @k({BLOCK_PARAMS}) {{\n}}\n', "k.tir")
+    mod.functions["k"] = func
+    a = aligned_empty((16, 9), np.float32)
+    a[...] = np.random.default_rng(3).standard_normal((16, 9))
+    out = aligned_empty((16, 9), np.float32)
+    out[...] = -1
+    assert build_kernels(mod, 1, threads=2)["k"](a, out) == 0
+    want = a * 2 + (np.arange(16) // 4)[:, None].astype(np.float32)
+    want[:, 8] = np.tile(np.arange(4, dtype=np.float32), 4) if sibling else -1
+    np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("threads, fused", [(1, "s"), (2, "s_no"), (4, "s_no"), (8, "s_no_j")])
+def test_a_short_parallel_loop_is_fused_with_the_loops_inside(threads: int, fused: str) -> None:
+    # 4 row blocks give 2 threads 2 chunks each: fused with the channel blocks (and for 8
+    # threads with the columns too) until there are at least 4 iterations per thread.
+    func = parallelize(kernel(BLOCKS.replace("REMAINDER", ""), BLOCK_PARAMS), min_work=1, threads=threads)
+    loop = _fused(func)
+    assert loop.var.name == fused
+    assert loop.end.value == {"s": 4, "s_no": 16, "s_no_j": 128}[fused]  # type: ignore[attr-defined]
+    if threads == 2:
+        text = print_primfunc("k", func)
+        assert "let %s: int32 = floordiv(%s_no, 4);" in text and "let %no: int32 = floormod(%s_no, 4);" in text
+        _runs_like_numpy(func, sibling=False)
+
+
+def test_sibling_loops_over_one_range_are_fused_as_one() -> None:
+    func = parallelize(kernel(BLOCKS.replace("REMAINDER", SIBLING), BLOCK_PARAMS), min_work=1, threads=2)
+    loop = _fused(func)
+    assert loop.var.name == "s_no" and loop.end.value == 16  # type: ignore[attr-defined]
+    text = print_primfunc("k", func)
+    assert "let %no_1: int32 = %no_2;" in text or "let %no_1: int32 = %no" in text
+    _runs_like_numpy(func, sibling=True)
+
+
+@pytest.mark.parametrize("inner", [
+    # a reduction over the inner loop: its iterations are not disjoint
+    "for %r in range(0, 8) { %out[%s, 0] = %out[%s, 0] + %a[%s, %r]; }",
+    # siblings over different ranges
+    "for %j in range(0, 8) { %out[%s, %j] = %a[%s, %j]; } for %k in range(0, 4) { %out[%s, %k] = 0f; }",
+    # not directly inside: a statement between
+    "%out[%s, 8] = 0f; for %j in range(0, 8) { %out[%s, %j] = %a[%s, %j]; }",
+])
+def test_fusion_stops_where_the_inner_loops_do_not_qualify(inner: str) -> None:
+    func = parallelize(kernel(f"for %s in range(0, 2) {{ {inner} }}", BLOCK_PARAMS), min_work=1, threads=2)
+    assert parallel_names(func) == ["s"]
