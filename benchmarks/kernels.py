@@ -195,7 +195,8 @@ def @main(%x: Tensor[(1, 64, 56, 56), float32], %w: Tensor[(64, 64, 3, 3), float
             for label, t in ms.items()]
 
 
-# (label, data shape, weight shape, stride, padding, groups): the other conv kinds of the model zoo.
+# (label, data shape, weight shape, stride, padding, groups): the other conv kinds of the model zoo
+# and of the PyTorch mobile CNNs.
 CONV_VARIANTS = [
     ("depthwise 1x136x28x28 3x3", (1, 136, 28, 28), (136, 1, 3, 3), 1, 1, 136),
     ("1x1 1x64x56x56 ->256", (1, 64, 56, 56), (256, 64, 1, 1), 1, 0, 1),
@@ -203,6 +204,12 @@ CONV_VARIANTS = [
     ("3x3/2 1x128x56x56", (1, 128, 56, 56), (128, 128, 3, 3), 2, 1, 1),
     ("7x7/2 stem 1x3x224x224", (1, 3, 224, 224), (64, 3, 7, 7), 2, 3, 1),
     ("3x3 1x512x7x7", (1, 512, 7, 7), (512, 512, 3, 3), 1, 1, 1),
+    # EfficientNet-B0's (PyTorch) expansion and depthwise shapes.
+    ("1x1 1x16x112x112 ->96", (1, 16, 112, 112), (96, 16, 1, 1), 1, 0, 1),
+    ("depthwise 1x96x112x112 3x3/2", (1, 96, 112, 112), (96, 1, 3, 3), 2, 1, 96),
+    ("depthwise 1x144x56x56 5x5/2", (1, 144, 56, 56), (144, 1, 5, 5), 2, 2, 144),
+    ("depthwise 1x672x14x14 5x5", (1, 672, 14, 14), (672, 1, 5, 5), 1, 2, 672),
+    ("depthwise 1x1152x7x7 5x5", (1, 1152, 7, 7), (1152, 1, 5, 5), 1, 2, 1152),
 ]
 PACKING = "simplify-inference,alter-layout,fuse-ops,lower"
 
