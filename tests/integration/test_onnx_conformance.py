@@ -66,6 +66,7 @@ NATIVE_SAMPLE = (
     "test_averagepool_3d_dilations_large_count_include_pad_is_0_ceil_mode_is_True",
     "test_lstm_with_peepholes", "test_gru_bidirectional", "test_simple_rnn_batchwise", "test_scan9_multi_state",
     "test_if", "test_loop11",
+    "test_attention_4d_causal_fp16",  # a float16 softmax rounds as the interpreter does
 )
 _REFUSAL = re.compile(r"cannot import the model")
 

@@ -212,18 +212,24 @@ def _minus_row_max(x: Tensor, axis: int) -> Callable[[Element, Idx], PrimExpr]:
 
 @rule("nn.softmax")
 def _softmax(args: list, attrs: Attrs, out: Type) -> Tensor:
-    """exp(x - row max) once, into a stage; its row sum; then each exponential times 1 / sum
-    (one division per row, not per element). A float16 softmax keeps the exponentials and the
-    sum in float32 and rounds once, at the product."""
+    """exp(x - row max) once, into a stage; its row sum; then each exponential over the sum. The
+    exponentials and the sum round to x's type, as the interpreter's numpy rounds them for
+    float16 (the sum accumulates in float32); a float32 row multiplies by 1 / sum (one division
+    per row, not per element), a float16 one divides in float32 and rounds once, as numpy does."""
     x = args[0]
     axis = int(attrs["axis"]) % x.ndim  # type: ignore[arg-type]
     wide = sum_dtype(x.dtype)
     shifted = _minus_row_max(x, axis)
-    exps = Compute(x.shape, wide, lambda ctx, i: Call("exp", (cast(wide, shifted(ctx, i)),)), "exp", stage=True)
-    inv_sum = _row_statistic(exps, axis, lambda ctx, i: ctx.load(exps, i), "add", "inv_sum",
-                             lambda total: BinaryOp("div", imm(1, total.dtype), total))
+    exps = Compute(x.shape, x.dtype, lambda ctx, i: cast(x.dtype, Call("exp", (cast(wide, shifted(ctx, i)),))),
+                   "exp", stage=True)
+    if wide == x.dtype:
+        inv_sum = _row_statistic(exps, axis, lambda ctx, i: ctx.load(exps, i), "add", "inv_sum",
+                                 lambda total: BinaryOp("div", imm(1, total.dtype), total))
+        return Compute(x.shape, x.dtype, lambda ctx, i: BinaryOp(
+            "mul", ctx.load(exps, i), ctx.load(inv_sum, _without(i, axis))), "softmax")
+    row_sum = _row_statistic(exps, axis, lambda ctx, i: ctx.load(exps, i), "add", "sum")
     return Compute(x.shape, x.dtype, lambda ctx, i: cast(x.dtype, BinaryOp(
-        "mul", ctx.load(exps, i), ctx.load(inv_sum, _without(i, axis)))), "softmax")
+        "div", cast(wide, ctx.load(exps, i)), cast(wide, ctx.load(row_sum, _without(i, axis))))), "softmax")
 
 
 @rule("nn.log_softmax")
