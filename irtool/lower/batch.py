@@ -15,12 +15,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 
+from irtool.analysis.steps import flatten_type
 from irtool.analysis.typecheck import infer_types
 from irtool.core.diagnostics import DiagnosticError
 from irtool.ir.signature import BATCH_BUFFERS, BATCH_TILE_KERNEL, BATCH_TILE_ROWS, num_outputs
 from irtool.ir.tir import PrimFunc
 from irtool.ir.expr import AttrValue, Call, Constant, Expr, Function, Op, Tuple, TupleGetItem, Var
-from irtool.ir.types import Any, TensorType, TupleType, Type
+from irtool.ir.types import Any, TensorType, TupleType, Type, type_parts
 from irtool.ir.visitor import post_order
 from irtool.lower.primitive import lower_primitive, type_of
 from irtool.ops.registry import OpPattern, get_op
@@ -35,26 +36,30 @@ def is_batched(t: TensorType) -> bool:
     return bool(t.shape) and isinstance(t.shape[0], Any) and all(isinstance(d, int) for d in t.shape[1:])
 
 
-def tensor_leaves(t: Type) -> list[TensorType]:
-    """The tensors of a (nested) tuple type, in order (types nest at most 100 deep)."""
-    if isinstance(t, TupleType):
-        return [leaf for f in t.fields for leaf in tensor_leaves(f)]
-    return [t] if isinstance(t, TensorType) else []
-
-
 def is_dynamic(fn: Function) -> bool:
     """Whether a fused group has a tensor of dynamic shape among its parameters or its result."""
     types = [type_of(p) for p in fn.params] + [type_of(fn.body)]
-    return any(not leaf.is_static for t in types for leaf in tensor_leaves(t))
+    return any(isinstance(part, TensorType) and not part.is_static for t in types for part in type_parts(t))
 
 
 def at_batch(t: Type, rows: int) -> Type:
-    """`t` with every `?` made `rows`."""
-    if isinstance(t, TupleType):
-        return TupleType(tuple(at_batch(f, rows) for f in t.fields))
-    if isinstance(t, TensorType) and not t.is_static:
-        return TensorType(tuple(rows if isinstance(d, Any) else d for d in t.shape), t.dtype)
-    return t
+    """`t` with every `?` made `rows` (iterative; a shared part is rebuilt once)."""
+    done: dict[int, Type] = {}
+    stack: list[tuple[Type, bool]] = [(t, False)]
+    while stack:
+        cur, ready = stack.pop()
+        if id(cur) in done:
+            continue
+        if isinstance(cur, TupleType) and not ready:
+            stack.append((cur, True))
+            stack.extend((f, False) for f in cur.fields)
+        elif isinstance(cur, TupleType):
+            done[id(cur)] = TupleType(tuple(done[id(f)] for f in cur.fields))
+        elif isinstance(cur, TensorType) and not cur.is_static:
+            done[id(cur)] = TensorType(tuple(rows if isinstance(d, Any) else d for d in cur.shape), cur.dtype)
+        else:
+            done[id(cur)] = cur
+    return done[id(t)]
 
 
 # Rows of the second kernel of a batched group, which runs `n // BATCH_TILE` times before the
@@ -194,8 +199,8 @@ def shape_func(name: str) -> ShapeFunc | None:
 
 def _check_call(call: Call) -> None:
     name = call.op.name  # type: ignore[union-attr]
-    args = [leaf for a in call.args for leaf in tensor_leaves(type_of(a))]
-    outs = tensor_leaves(type_of(call))
+    args = [leaf for a in call.args for leaf in flatten_type(type_of(a), None)]
+    outs = flatten_type(type_of(call), None)
     for t in args + outs:
         if not t.is_static and not is_batched(t):
             raise DiagnosticError(f"native code: unsupported: `{name}` on {t}: only the leading axis may be dynamic "
@@ -226,7 +231,7 @@ def specialise_batch(fn: Function, rows: int = 1) -> tuple[Function, tuple[int, 
     flags: list[int] = []
     for p in fn.params:
         t = type_of(p)
-        for leaf in tensor_leaves(t):
+        for leaf in flatten_type(t, None):
             if not leaf.is_static and not is_batched(leaf):
                 raise DiagnosticError(f"native code: unsupported: a parameter of type {leaf}: only the leading "
                                       "axis may be dynamic (a batch)", p.span)
@@ -250,7 +255,7 @@ def specialise_batch(fn: Function, rows: int = 1) -> tuple[Function, tuple[int, 
             raise DiagnosticError(f"native code: unsupported: a {type(node).__name__} in a fused group over a "
                                   "dynamic batch", node.span)
         new[id(node)] = out
-    for leaf in tensor_leaves(type_of(fn.body)):
+    for leaf in flatten_type(type_of(fn.body), None):
         if not is_batched(leaf):
             raise DiagnosticError(f"native code: unsupported: a fused group with a result of type {leaf} over a "
                                   "dynamic batch (every result must keep the batch)", fn.body.span)
