@@ -42,17 +42,17 @@ def _object_code(text: str, options: TargetOptions) -> bytes:
     return tm.emit_object(parse_and_optimize(text, options, tm))
 
 
-def compile_chunks(generated: GeneratedModule, options: TargetOptions) -> list[bytes]:
-    """Object code of each of `generated.chunk_irs`, optimised and compiled in parallel worker
+def compile_chunks(texts: list[str], options: TargetOptions) -> list[bytes]:
+    """Object code of each of the module `texts`, optimised and compiled in parallel worker
     processes: llvmlite runs every LLVM call under one lock, so threads would take turns. The
     workers are forked (started in milliseconds, LLVM already initialised); without `fork`, or
     when the caller runs other Python threads (forking them is unsafe), the chunks compile one
     after the other."""
-    workers = min(len(generated.chunk_irs), compile_threads())
+    workers = min(len(texts), compile_threads())
     if workers < 2 or "fork" not in multiprocessing.get_all_start_methods() or threading.active_count() > 1:
-        return [_object_code(text, options) for text in generated.chunk_irs]
+        return [_object_code(text, options) for text in texts]
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        return list(pool.map(_object_code, generated.chunk_irs, [options] * len(generated.chunk_irs)))
+        return list(pool.map(_object_code, texts, [options] * len(texts)))
 
 
 def compile_threads() -> int:

@@ -34,6 +34,7 @@ from irtool.analysis.memory_plan import INPUT
 from irtool.analysis.plan_attrs import read_plan
 from irtool.analysis.typecheck import infer_types
 from irtool.target import TargetOptions
+from irtool.codegen.thread_pool import EXPORTED_RUNTIME_TEXT, RUNTIME_DECLARATION, RUNTIME_TEXT
 from irtool.codegen.tir_to_llvm import STATUS_MISALIGNED, STATUS_OK, ModuleContext, primfunc_to_llvm
 from irtool.codegen.types import element_bytes
 from irtool.core.span import Span
@@ -512,10 +513,11 @@ def _with_attributes(define: str, group: str) -> str:
 
 
 def _chunk_texts(header: str, globals_: list[str], kernel_defines: dict[str, str], arity: dict[str, int],
-                 entry_text: str, tail: list[str], chunks: int) -> list[str]:
-    """Module texts: the entry functions (declaring the kernels), then the kernels dealt out
-    largest first to the lightest of `chunks` groups. Every text repeats the declarations,
-    attribute groups and metadata (what is unused in one is dropped)."""
+                 entry_text: str, tail: list[str], chunks: int, threaded: bool) -> list[str]:
+    """Module texts: the entry functions (declaring the kernels) and, if `threaded`, the thread
+    pool, then the kernels (each with its parallel-loop workers) dealt out largest first to the
+    lightest of `chunks` groups. Every text repeats the declarations, attribute groups and metadata
+    (what is unused in one is dropped)."""
     groups: list[list[str]] = [[] for _ in range(chunks)]
     sizes = [0] * chunks
     for symbol, text in sorted(kernel_defines.items(), key=lambda kv: -len(kv[1])):
@@ -523,8 +525,9 @@ def _chunk_texts(header: str, globals_: list[str], kernel_defines: dict[str, str
         groups[lightest].append(text)
         sizes[lightest] += len(text)
     declares = [f"declare i32 @{symbol}({', '.join(['ptr'] * arity[symbol])})" for symbol in sorted(kernel_defines)]
-    entry = "\n".join([header, "", *globals_, "", *declares, "", entry_text, *tail])
-    return [entry, *("\n".join([header, "", *group, *tail]) for group in groups if group)]
+    pool, pool_declare = ([EXPORTED_RUNTIME_TEXT], [RUNTIME_DECLARATION]) if threaded else ([], [])
+    entry = "\n".join([header, "", *globals_, "", *declares, "", entry_text, *pool, *tail])
+    return [entry, *("\n".join([header, "", *pool_declare, *group, *tail]) for group in groups if group)]
 
 
 def generate_module(mod: IRModule, prefix: str, options: TargetOptions,
@@ -535,8 +538,7 @@ def generate_module(mod: IRModule, prefix: str, options: TargetOptions,
     returned in `external_constants` (the JIT binds them to the arrays: no weights pass through IR
     text). `export_kernels` gives `main`'s kernels external linkage too (the profiler calls them).
     `chunks` > 1 also splits a module with `main` into that many groups of kernels plus the entry
-    functions (`chunk_irs`; kernels get external linkage), unless codegen added functions of its
-    own (parallel-loop workers), which stay in one module."""
+    functions (`chunk_irs`; kernels get external linkage, the thread pool stays with the entry)."""
     main = mod.functions.get("main")
     if not is_lowered(mod):
         raise DiagnosticError("irtool-llc: code generation takes a lowered module; `main` still calls operators "
@@ -563,10 +565,14 @@ def generate_module(mod: IRModule, prefix: str, options: TargetOptions,
         linkage = "" if export_kernels or chunks > 1 else "internal"
         for name in sorted(builder.kernel_align):
             symbol = f"{prefix}_{sanitize(name)}"
+            before = len(ctx.functions)
             define = primfunc_to_llvm(ctx, kernels[name], symbol, builder.kernel_align[name],
                                       name not in builder.kernel_may_alias, linkage)
-            kernel_defines[symbol] = _with_attributes(define, RUN_KERNEL if name in builder.run_kernels
-                                                      else INIT_KERNEL)
+            # The kernel's parallel-loop workers travel with it (internal, so into its chunk).
+            workers = [text for text in ctx.functions[before:] if text is not RUNTIME_TEXT]
+            ctx.functions[before:] = [text for text in ctx.functions[before:] if text is RUNTIME_TEXT]
+            kernel_defines[symbol] = "\n".join([_with_attributes(define, RUN_KERNEL if name in builder.run_kernels
+                                                                 else INIT_KERNEL), *workers])
             arity[symbol] = len(kernels[name].params)
         parts += [*kernel_defines.values(), entry_text]
         globals_ = builder.globals
@@ -583,8 +589,8 @@ def generate_module(mod: IRModule, prefix: str, options: TargetOptions,
     header = f"; irtool-llc module `{prefix}`"
     tail = [*sorted(ctx.declarations.values()), "", *_attribute_groups(options.function_attributes()), "",
             *ctx.metadata, ""]
-    if chunks > 1 and kernel_defines and not ctx.functions:
-        chunk_irs = _chunk_texts(header, globals_, kernel_defines, arity, entry_text, tail, chunks)
+    if chunks > 1 and kernel_defines:
+        chunk_irs = _chunk_texts(header, globals_, kernel_defines, arity, entry_text, tail, chunks, ctx.has_runtime)
         ir = "\n".join(chunk_irs)
     else:
         chunk_irs = []

@@ -367,6 +367,11 @@ out:
 }}
 """
 
+# A build split into modules compiled apart (`irtool.codegen.entry`'s chunks) keeps the pool in the
+# entry module and lets the kernels' modules call it by name: one pool per loaded object still.
+EXPORTED_RUNTIME_TEXT = RUNTIME_TEXT.replace(f"define internal i32 @{RUNTIME}(", f"define hidden i32 @{RUNTIME}(")
+RUNTIME_DECLARATION = f"declare hidden i32 @{RUNTIME}(ptr, ptr, i64, i64, i32)"
+
 DECLARATIONS = {"pthread_create": "declare i32 @pthread_create(ptr, ptr, ptr, ptr)",
                 "pthread_join": "declare i32 @pthread_join(i64, ptr)",
                 "pthread_mutex_init": "declare i32 @pthread_mutex_init(ptr, ptr)",

@@ -30,7 +30,7 @@ import numpy as np
 from irtool.codegen.boxes import FREE_SUFFIX, data_fields
 from irtool.codegen.compile import compile_chunks, compile_module, compile_threads
 from irtool.codegen.entry import ABI, GeneratedModule, TensorSpec, generate_module, sanitize
-from irtool.codegen.machine import target_machine
+from irtool.codegen.machine import parse_and_optimize, target_machine
 from irtool.target import TargetOptions
 from irtool.eval.tir_interp import array_shape, numpy_dtype
 from irtool.ir.module import IRModule
@@ -80,11 +80,14 @@ def _bind_compiler_runtime() -> None:
 
 
 def _engine(generated: GeneratedModule, prefix: str, options: TargetOptions) -> llvm.ExecutionEngine:
-    """MCJIT over the generated code: its chunks compiled on parallel threads and linked by the
-    JIT, or the one module."""
+    """MCJIT over the generated code: its kernel chunks compiled in parallel processes and linked
+    by the JIT to the entry chunk, or the one module. The entry chunk (small) is a module of the
+    engine, so that `run_static_destructors` runs the thread pool's shutdown it holds."""
     if generated.chunk_irs:
-        engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target_machine(options, jit=True))
-        for obj in compile_chunks(generated, options):
+        objects = compile_chunks(generated.chunk_irs[1:], options)
+        tm = target_machine(options, jit=True)
+        engine = llvm.create_mcjit_compiler(parse_and_optimize(generated.chunk_irs[0], options, tm), tm)
+        for obj in objects:
             engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
         return engine
     art = compile_module(generated, prefix, options, jit=True)

@@ -7,6 +7,7 @@ thread means exactly the serial code of before; the command-line knobs."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -20,7 +21,7 @@ from irtool.codegen import TargetOptions, generate_module
 from irtool.eval.tir_interp import run_primfunc
 from irtool.ir.module import IRModule
 from irtool.ir.tir import PrimFunc
-from irtool.driver import build, build_kernels, parallelize_kernels
+from irtool.driver import build, build_kernels, parallelize_kernels, prepare
 from irtool.runtime import aligned_empty
 from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.parser import parse_module
@@ -176,6 +177,45 @@ def test_build_with_threads_marks_and_runs_the_kernels() -> None:
     for got, want in zip(threaded(x=x, y=y), serial(x=x, y=y)):
         np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(threaded(x=x, y=y)[0], np.maximum(x + y, 0))
+
+
+SPLIT = """#[version = "0.0.5"]
+def @main(%x: Tensor[(1024, 1024), float32], %y: Tensor[(1024, 1024), float32]) {
+  (nn.relu(add(%x, %y)), negative(%y), exp(multiply(%x, %y)))
+}
+"""
+
+
+def test_a_threaded_build_compiles_in_chunks_with_one_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    # As on a 3-CPU host: the kernels compile in separate modules, which share the entry's pool.
+    monkeypatch.setattr("irtool.runtime.native.compile_threads", lambda: 3)
+    mod = parse_module(SPLIT, "split.relay")
+    options = TargetOptions(threads=2)
+    chunks = generate_module(prepare(mod, options), "irtool", options, chunks=3).chunk_irs
+    assert len(chunks) == 4
+    assert [c.count("define hidden i32 @irtool_parallel_for(") for c in chunks] == [1, 0, 0, 0]
+    for chunk in chunks[1:]:
+        assert chunk.count("declare hidden i32 @irtool_parallel_for(") == 1
+        # Each kernel's workers are defined beside it (they are internal to its module).
+        for kernel in re.findall(r"^define i32 @(\w+)\(", chunk, re.M):
+            assert f"@{kernel}_par0(" in chunk and f"@{kernel}_par0_body(" in chunk
+    threaded = build(mod, opt_level=1, threads=2)
+    assert threaded.ir.count("define hidden i32 @irtool_parallel_for(") == 1
+    rng = np.random.default_rng(3)
+    x, y = (rng.standard_normal((1024, 1024)).astype(np.float32) for _ in range(2))
+    before = _tasks()
+    relu, neg, ex = threaded(x=x, y=y)
+    np.testing.assert_array_equal(relu, np.maximum(x + y, 0))
+    np.testing.assert_array_equal(neg, -y)
+    np.testing.assert_allclose(ex, np.exp(x * y), rtol=2e-6)
+    assert _tasks() == before + 1
+    # The pool's shutdown is the entry module's destructor: the engine still runs it.
+    threaded._engine.run_static_destructors()
+    for _ in range(1000):
+        if _tasks() == before:
+            break
+        time.sleep(0.01)
+    assert _tasks() == before
 
 
 def _tool(module: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
