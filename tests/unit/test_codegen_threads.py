@@ -211,11 +211,7 @@ def test_a_threaded_build_compiles_in_chunks_with_one_pool(monkeypatch: pytest.M
     assert _tasks() == before + 1
     # The pool's shutdown is the entry module's destructor: the engine still runs it.
     threaded._engine.run_static_destructors()
-    for _ in range(1000):
-        if _tasks() == before:
-            break
-        time.sleep(0.01)
-    assert _tasks() == before
+    _wait_for_tasks(before)
 
 
 def _tool(module: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -251,6 +247,16 @@ def _tasks() -> int:
     return len(os.listdir("/proc/self/task"))
 
 
+def _wait_for_tasks(count: int) -> None:
+    """Asserts the process is back to `count` threads: a joined thread may linger in /proc for a
+    moment while the kernel releases it."""
+    for _ in range(1000):
+        if _tasks() == count:
+            break
+        time.sleep(0.01)
+    assert _tasks() == count
+
+
 def _pooled_inputs() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rng = np.random.default_rng(7)
     x, y = (rng.standard_normal((1000, 1048)).astype(np.float32) for _ in range(2))
@@ -272,12 +278,7 @@ def test_the_pool_starts_once_and_its_shutdown_joins_the_workers() -> None:
     # What the runtime does before the process frees the engine: the workers are joined, and
     # the module still runs, serially.
     model._engine.run_static_destructors()
-    # A joined thread may linger in /proc for a moment while the kernel releases it.
-    for _ in range(1000):
-        if _tasks() == before:
-            break
-        time.sleep(0.01)
-    assert _tasks() == before
+    _wait_for_tasks(before)
     np.testing.assert_array_equal(model(x=x, y=y), want)
     assert _tasks() == before
 
