@@ -34,7 +34,7 @@ from irtool.analysis.memory_plan import INPUT
 from irtool.analysis.plan_attrs import read_plan
 from irtool.analysis.typecheck import infer_types
 from irtool.target import TargetOptions
-from irtool.codegen.thread_pool import EXPORTED_RUNTIME_TEXT, RUNTIME_DECLARATION, RUNTIME_TEXT
+from irtool.codegen.thread_pool import EXPORTED_RUNTIME_TEXT, RUNTIME_DECLARATION
 from irtool.codegen.tir_to_llvm import STATUS_MISALIGNED, STATUS_OK, ModuleContext, primfunc_to_llvm
 from irtool.codegen.types import element_bytes
 from irtool.core.span import Span
@@ -569,8 +569,8 @@ def generate_module(mod: IRModule, prefix: str, options: TargetOptions,
             define = primfunc_to_llvm(ctx, kernels[name], symbol, builder.kernel_align[name],
                                       name not in builder.kernel_may_alias, linkage)
             # The kernel's parallel-loop workers travel with it (internal, so into its chunk).
-            workers = [text for text in ctx.functions[before:] if text is not RUNTIME_TEXT]
-            ctx.functions[before:] = [text for text in ctx.functions[before:] if text is RUNTIME_TEXT]
+            workers = ctx.functions[before:]
+            del ctx.functions[before:]
             kernel_defines[symbol] = "\n".join([_with_attributes(define, RUN_KERNEL if name in builder.run_kernels
                                                                  else INIT_KERNEL), *workers])
             arity[symbol] = len(kernels[name].params)
@@ -594,7 +594,7 @@ def generate_module(mod: IRModule, prefix: str, options: TargetOptions,
         ir = "\n".join(chunk_irs)
     else:
         chunk_irs = []
-        ir = "\n".join([header, "", *globals_, "", *parts, *ctx.functions, *tail])
+        ir = "\n".join([header, "", *globals_, "", *parts, *ctx.added_functions(), *tail])
     pool_symbol = None
     if not embed_constants and layout is not None and f"@{prefix}.pool " in ir:
         # Named by the module's text: one pool (and one `_ready` flag, in the one cached engine) per module.

@@ -336,5 +336,6 @@ def generate_functions_module(mod: IRModule, prefix: str, options: TargetOptions
     header = f"; irtool-llc module `{prefix}` (functions)"
     tail = [*sorted(ctx.declarations.values()), "", *_attribute_groups(options.function_attributes()), "",
             *ctx.metadata, ""]
-    ir = "\n".join([header, "", *prog.globals, "", *kernels, RUNTIME_TEXT, *prog.defines, *ctx.functions, *tail])
+    ir = "\n".join([header, "", *prog.globals, "", *kernels, RUNTIME_TEXT, *prog.defines, *ctx.added_functions(),
+                    *tail])
     return GeneratedModule(ir, prefix, abi, sorted(prog.kernel_align), external, None, None, [])

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from irtool.codegen.thread_pool import DECLARATIONS, RUNTIME, RUNTIME_TEXT
+from irtool.codegen.thread_pool import DECLARATIONS, RUNTIME
 from irtool.codegen.types import is_unsigned, value_type
 from irtool.ir.tir import Allocate, Buffer, BufferLoad, BufferStore, For, LetStmt, Stmt, Var
 from irtool.tir_transform.mutator import stmt_parts, walk_exprs, walk_stmts
@@ -77,7 +77,6 @@ def emit_parallel_loop(emitter: FunctionEmitter, loop: For) -> None:
         ctx.has_runtime = True
         for name, text in DECLARATIONS.items():
             ctx.declare(name, text)
-        ctx.functions.append(RUNTIME_TEXT)
 
     closure = "null"
     if slots:

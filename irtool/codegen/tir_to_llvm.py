@@ -29,6 +29,7 @@ from irtool.codegen.types import (constant, element_bytes, intrinsic_suffix, is_
                                   scalar_type, value_type)
 from irtool.codegen.vector_math import Float32Math
 from irtool.codegen.parallel import body_of, emit_parallel_loop, loop_bound
+from irtool.codegen.thread_pool import RUNTIME_TEXT
 from irtool.core.diagnostics import DiagnosticError
 from irtool.tir_transform.vectorize import vectorize_loop
 
@@ -68,7 +69,8 @@ def _small_integer_exponent(e: PrimExpr) -> int | None:
 class ModuleContext:
     """What the functions of one LLVM module share: declarations (each declared once), loop
     metadata numbering, assert messages, the fast-math flags, the thread count, and the
-    functions codegen adds beside the kernels (parallel-loop workers and their runtime)."""
+    functions codegen adds beside the kernels (parallel-loop workers; `has_runtime`: a parallel
+    loop needs the thread pool)."""
 
     fast_math: bool = False
     threads: int = 1
@@ -78,6 +80,10 @@ class ModuleContext:
     has_runtime: bool = False
     metadata: list[str] = field(default_factory=list)
     assert_messages: list[str] = field(default_factory=list)
+
+    def added_functions(self) -> list[str]:
+        """What a module adds beside its kernels: the workers left in `functions`, then the pool."""
+        return [*self.functions, *([RUNTIME_TEXT] if self.has_runtime else [])]
 
     def declare(self, name: str, text: str) -> str:
         self.declarations.setdefault(name, text)
