@@ -34,19 +34,28 @@ ISA_FEATURES = {
 }
 
 
-def alternate(calls: Mapping[str, Callable[[], object]], rounds: int, *, warmup: int = 1,
+def alternate(calls: Mapping[str, Callable[[], object]], rounds: int, *, warmup: int = 1, lead_in: int = 0,
               clock: Callable[[], float] = time.perf_counter) -> dict[str, list[float]]:
     """Milliseconds of each call in each of `rounds` rounds; a round calls every entry once, in
     the mapping's order, after `warmup` untimed rounds (the first call of a native module also
-    runs its `_init`)."""
+    runs its `_init`).
+
+    `lead_in` untimed calls of an entry come right before each of its timed calls. A threaded
+    contender can leave its workers busy after it returns (onnxruntime's intra-op threads spin
+    for a while by default) and so slow whoever runs next; the lead-in absorbs that tail, so each
+    timed call starts on a machine its own previous call left, as it would in a serving loop."""
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
+    if lead_in < 0:
+        raise ValueError(f"lead_in must be at least 0, got {lead_in}")
     for _ in range(warmup):
         for call in calls.values():
             call()
     times: dict[str, list[float]] = {label: [] for label in calls}
     for _ in range(rounds):
         for label, call in calls.items():
+            for _ in range(lead_in):
+                call()
             started = clock()
             call()
             times[label].append((clock() - started) * 1e3)

@@ -72,8 +72,10 @@ def bench_model(name: str, repeat: int, warmup: int, native: bool, threads: list
             built = irtool.build(imported.module, threads=count)
             row["compile_s"] = round(time.perf_counter() - started, 3)
             row["pool_bytes"] = built.abi.pool_bytes
+            # With threads, each side's timed run follows an untimed one of its own, so neither
+            # runs while the other's workers still spin (harness.alternate's `lead_in`).
             times = alternate({"irtool": lambda: built(**{input_name: x}), "onnxruntime": run_theirs},
-                              repeat, warmup=warmup)
+                              repeat, warmup=warmup, lead_in=1 if count > 1 else 0)
             result = versus(times["irtool"], times["onnxruntime"])
             row.update(irtool_ms=round(result.ms, 3), onnxruntime_ms=round(result.baseline_ms, 3),
                        ratio=round(result.ratio, 3), ratio_min=round(result.ratio_min, 3))

@@ -61,6 +61,25 @@ def test_alternate_calls_a_b_a_b_after_the_warmup_and_times_each_call() -> None:
     assert times == {"a": [pytest.approx(3.0)] * 3, "b": [pytest.approx(1.0)] * 3}
 
 
+def test_alternate_lead_in_runs_each_entry_untimed_right_before_its_timed_call() -> None:
+    clock, order = FakeClock(), []
+
+    def call(label: str, ms: float):
+        def run() -> None:
+            order.append(label)
+            clock.spend(ms)
+        return run
+
+    # The first call in each lead-in pair is untimed: its time (the odd calls') must not appear.
+    costs = {"a": iter([5.0, 3.0, 5.0, 3.0]), "b": iter([7.0, 1.0, 7.0, 1.0])}
+    times = harness.alternate({"a": lambda: call("a", next(costs["a"]))(), "b": lambda: call("b", next(costs["b"]))()},
+                              2, warmup=0, lead_in=1, clock=clock)
+    assert order == ["a", "a", "b", "b"] * 2
+    assert times == {"a": [pytest.approx(3.0)] * 2, "b": [pytest.approx(1.0)] * 2}
+    with pytest.raises(ValueError, match="lead_in"):
+        harness.alternate({"a": lambda: None}, 1, lead_in=-1)
+
+
 def test_alternate_needs_a_round() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         harness.alternate({"a": lambda: None}, 0)
