@@ -299,25 +299,30 @@ class _Rows:
         rule = shape_func(name)
         if rule is None:
             raise DiagnosticError(f"native code: no shape function for `{name}` with a {where}", call.span)
-        if len(outs) != 1 or outs[0].is_static:
+        if len(outs) != 1:
             raise DiagnosticError(f"native code: no shape function for `{name}` with a {where} (its result "
-                                  f"{type_of(call)} does not keep the rows)", call.span)
+                                  f"{type_of(call)} is not one tensor)", call.span)
         out = outs[0]
         op = get_op(name)
         kept = rule(args, out, op.full_attrs(call.attrs) if op is not None else {})
         if isinstance(kept, str):
             raise DiagnosticError(f"native code: no shape function for `{name}` with a {where} ({kept})", call.span)
+        for t in [*(args[k] for k in dynamic), out] if kept != REGROUP else ():
+            if row_prefix(t) > kept:
+                rows = f"only axes 0..{kept - 1}" if kept else "no axis"
+                raise DiagnosticError(f"native code: no shape function for `{name}` with a `?` on axis "
+                                      f"{row_prefix(t) - 1} of {t} (it treats {rows} row by row)", call.span)
+        if out.is_static:
+            raise DiagnosticError(f"native code: no shape function for `{name}` with a {where} (its result "
+                                  f"{out} does not keep the rows)", call.span)
         if kept == REGROUP:
             self.extents[id(call)] = [self.regroup(name, first, given[dynamic[0]], out, call.span)]
             return
         prefix = row_prefix(out)
         for k in dynamic:
-            if row_prefix(args[k]) > kept or row_prefix(args[k]) != prefix:
-                axis = max(row_prefix(args[k]), prefix) - 1
-                raise DiagnosticError(f"native code: no shape function for `{name}` with a `?` on axis {axis} of "
-                                      f"{args[k] if row_prefix(args[k]) > axis else out}: it maps only its "
-                                      f"leading {kept} axes row by row, and its operands' and result's `?`s must "
-                                      "be on the same leading axes", call.span)
+            if row_prefix(args[k]) != prefix:
+                raise DiagnosticError(f"native code: no shape function for `{name}` from {args[k]} to {out} (the "
+                                      "last `?` of an operand and of the result must be on the same axis)", call.span)
         extents: list[Extent] = []
         for axis, d in enumerate(out.shape):
             e = given[dynamic[0]][axis] if axis < prefix and isinstance(d, Any) else (int(d),)  # type: ignore[call-overload]

@@ -119,11 +119,13 @@ def test_convolution_pooling_softmax_reshape_concatenate_and_sums_over_a_batch(b
 
 
 @pytest.mark.parametrize(("body", "message"), [
-    ("nn.softmax(%x, axis=0)", r"no shape function for `nn.softmax` with a dynamic batch \(axis=0 is the batch axis\)"),
-    ("sum(%x, axis=[0])", r"no shape function for `sum` with a dynamic batch"),
-    ("cumsum(%x, axis=1)", r"no shape function for `cumsum` with a dynamic batch"),
-    ("nn.pad(%x, 0f, pad_width=[[1, 0], [0, 0]])", r"`nn.pad` with a dynamic batch \(the pad widens the batch axis\)"),
-    ("transpose(%x, axes=[1, 0])", r"unsupported: `transpose` on Tensor\[\(8, \?\), float32\]"),
+    ("nn.softmax(%x, axis=0)", r"no shape function for `nn.softmax` with a `\?` on axis 0 of Tensor\[\(\?, 8\), "
+     r"float32\] \(it treats no axis row by row\)"),
+    ("sum(%x, axis=[0])", r"`sum` with a `\?` on axis 0 .* \(it treats no axis row by row\)"),
+    ("sum(%x, axis=[0], keepdims=True)", r"`sum` with a `\?` on axis 0 .* \(it treats no axis row by row\)"),
+    ("cumsum(%x, axis=1)", r"no shape function for `cumsum` with a `\?` on axis 0 of Tensor\[\(\?, 8\), float32\]$"),
+    ("nn.pad(%x, 0f, pad_width=[[1, 0], [0, 0]])", r"`nn.pad` with a `\?` on axis 0 .* \(it treats no axis row by row\)"),
+    ("transpose(%x, axes=[1, 0])", r"`transpose` with a `\?` on axis 0 .* \(it treats no axis row by row\)"),
 ])
 def test_an_operator_without_a_shape_function_is_a_located_error(body: str, message: str) -> None:
     text = f'#[version = "0.0.5"]\ndef @main(%x: Tensor[(?, 8), float32]) {{\n  {body}\n}}\n'
