@@ -5,7 +5,6 @@ refused."""
 
 from __future__ import annotations
 
-import ctypes
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ from irtool.eval.interpreter import flatten_value, run_function
 from irtool.runtime.native import NativeModule
 from irtool.syntax.parser import parse
 from support.dynamic_programs import MLP_AND_RNN
+from support.heap import heap_in_use
 
 _RNG = np.random.default_rng(7)
 WEIGHTS = {"w1": _RNG.standard_normal((16, 8)).astype(np.float32) * 0.4,
@@ -153,28 +153,14 @@ def test_irtool_run_native_gives_the_interpreters_outputs(tmp_path: Path) -> Non
 
 def test_10000_calls_release_every_box(mlp_and_rnn: NativeModule) -> None:
     """Input, intermediate and result boxes, and the copies `_run` hands out, are all freed."""
-    try:
-        libc = ctypes.CDLL(None)
-        libc.mallinfo2.restype = _MallInfo2
-    except (AttributeError, OSError):
-        pytest.skip("glibc's mallinfo2 is not available")
-
-    def heap() -> int:
-        info = libc.mallinfo2()
-        return int(info.uordblks + info.hblkhd)
     inputs = _inputs(5, 4)
     mlp_and_rnn(**inputs)
-    before = heap()
+    before = heap_in_use()
     for _ in range(10_000):
         y, h = mlp_and_rnn(**inputs)
     del y, h
     # A box is at least 48 bytes: one leaked per call would be 480 KB.
-    assert heap() - before < 64 * 1024
-
-
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
-                                              "uordblks", "fordblks", "keepcost")]
+    assert heap_in_use() - before < 64 * 1024
 
 
 def test_an_onnx_model_with_a_symbolic_batch_runs_natively_like_onnxruntime() -> None:
