@@ -50,3 +50,13 @@ def @main(%x: Tensor[(?, ?, 64), float32], %w1: Tensor[(64, 64), float32], %b1: 
   (%7, reshape(%7, newshape=[-1, 16]), nn.layer_norm(%6, %g, %beta))
 }
 """
+
+# Two inputs with two `?`s each, paired by an add (their extents must agree), and a reshape
+# merging the two into one: the C-link test's program.
+TWO_AXES = """#[version = "0.0.5"]
+def @main(%x: Tensor[(?, ?, 8), float32], %y: Tensor[(?, ?, 8), float32], %w: Tensor[(4, 8), float32])
+          -> (Tensor[(?, ?, 4), float32], Tensor[(?, 4), float32]) {
+  %0 = nn.softmax(nn.dense(add(%x, %y), %w, units=4), axis=-1);
+  (%0, reshape(%0, newshape=[-1, 4]))
+}
+"""
