@@ -20,7 +20,8 @@ from irtool.syntax.parser import parse
 from support.c_link import link_model
 from support.dynamic_programs import MLP_AND_RNN, TWO_AXES
 
-DRIVER = r"""
+# The drivers' common part: the header and inputs filled with a sine.
+PRELUDE = r"""
 #include <stdio.h>
 #include <stdlib.h>
 #include <math.h>
@@ -31,7 +32,9 @@ static float *filled(long n, double scale, double step) {
   for (long i = 0; i < n; i++) p[i] = (float)(scale * sin(i * step + 0.3));
   return p;
 }
+"""
 
+DRIVER = PRELUDE + r"""
 int main(int argc, char **argv) {
   for (int a = 1; a < argc; a++) {
     long batch = 0, hbatch = 0;
@@ -92,18 +95,7 @@ def test_dynamic_batch_models_link_into_a_c_program(tmp_path: Path) -> None:
         np.testing.assert_allclose(np.array(words[at + 3:], np.float32), np.asarray(h).ravel(), rtol=1e-5, atol=1e-5)
 
 
-TWO_AXES_DRIVER = r"""
-#include <stdio.h>
-#include <stdlib.h>
-#include <math.h>
-#include "model.h"
-
-static float *filled(long n, double scale, double step) {
-  float *p = malloc((n ? n : 1) * sizeof(float));
-  for (long i = 0; i < n; i++) p[i] = (float)(scale * sin(i * step + 0.3));
-  return p;
-}
-
+TWO_AXES_DRIVER = PRELUDE + r"""
 int main(int argc, char **argv) {
   for (int a = 1; a < argc; a++) {
     long b = 0, s = 0, ys = 0;
