@@ -1,5 +1,5 @@
-"""Shape functions over run-time rows (irtool/lower/batch.py, docs/native-relay.md "Dynamic
-shapes"): how many leading axes each operator treats row by row, what it refuses, and what a
+"""Shape functions over run-time rows (irtool/lower/shape_funcs.py, batch.py; docs/native-relay.md
+"Dynamic shapes"): how many leading axes each operator treats row by row, what it refuses, and what a
 lowered group records — each result's prefix extents in terms of the inputs' `?`s and the
 extents that must agree at run time. Expected values are derived by hand from each operator's
 definition."""
@@ -12,7 +12,7 @@ from irtool.core.diagnostics import DiagnosticError
 from irtool.ir.signature import primfunc_type
 from irtool.ir.tir import PrimFunc
 from irtool.ir.types import Any, TensorType
-from irtool.lower.batch import REGROUP, row_prefix, shape_func
+from irtool.lower.shape_funcs import REGROUP, row_prefix, shape_func
 from irtool.ops.registry import get_op
 from irtool.passes import run
 from irtool.syntax.parser import parse_module
