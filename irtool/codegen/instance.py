@@ -28,7 +28,7 @@ from irtool.ir.adt import Constructor, Pattern, PatternConstructor, PatternTuple
 from irtool.ir.expr import (Call, Constant, Expr, Function, GlobalVar, If, Let, Match, Op, RefCreate, RefRead,
                             RefWrite, Tuple, TupleGetItem, Var)
 from irtool.ir.signature import (BATCH_TILE_KERNEL, BATCH_TILE_ROWS, Extent, batch_checks, batch_dims, batch_flags,
-                                 num_outputs)
+                                 extent_product, num_outputs)
 from irtool.ir.tir import PrimFunc
 from irtool.ir.types import FuncType, RefType, TensorType, TupleType, Type, TypeCall, TypeVar, type_parts, type_to_text
 from irtool.ir.visitor import free_vars
@@ -789,20 +789,22 @@ class FunctionBuilder:
         function pairs are compared (status 5), the results are new boxes with the extents it
         gives, and the kernel runs once per row (the product of a buffer's row prefix)."""
         dims = batch_dims(func)
-        loaded: dict[tuple[int, int], str] = {}
+        values: dict[Extent, str] = {}   # each input dim loaded, each product computed, once
 
         def extent(e: Extent) -> str:
             if not e or any(e[k] >= len(inputs) or not flags[e[k]] for k in range(1, len(e), 2)):
                 raise self.error(f"@{name}: its row extents (`batch_dims`) do not name its inputs' dims", node)
-            for k in range(1, len(e), 2):
-                if e[k:k + 2] not in loaded:
-                    loaded[e[k:k + 2]] = self.box_dim(inputs[e[k]], e[k + 1])
-            return self.product([*([str(e[0])] if e[0] != 1 or len(e) == 1 else []),
-                                 *(loaded[e[k:k + 2]] for k in range(1, len(e), 2))])
+            if e not in values:
+                for k in range(1, len(e), 2):
+                    if (1, *e[k:k + 2]) not in values:
+                        values[(1, *e[k:k + 2])] = self.box_dim(inputs[e[k]], e[k + 1])
+                values[e] = self.product([*([str(e[0])] if e[0] != 1 or len(e) == 1 else []),
+                                          *(values[(1, *e[k:k + 2])] for k in range(1, len(e), 2))])
+            return values[e]
 
         for want, got in batch_checks(func):
             self.fail_if(self.emit(f"icmp ne i64 {extent(want)}, {extent(got)}"), STATUS_SHAPE_MISMATCH)
-        n = self.product([extent(e) for e in next(prefix for prefix in dims if prefix)])
+        n = extent(extent_product(next(prefix for prefix in dims if prefix)))
         pointers = [self.box_data(lv) if flag else lv.value for lv, flag in zip(inputs, flags)]
         outs: list[LV] = []
         for leaf, prefix in zip(out_leaves, dims[len(inputs):]):

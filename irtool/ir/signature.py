@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 from irtool.ir.tir import PrimFunc
 from irtool.ir.types import Any, FuncType, TensorType, TupleType, Type
 
@@ -29,6 +32,12 @@ def num_outputs(func: PrimFunc) -> int:
 # A run-time extent: `(factor, b1, a1, b2, a2, ...)`, the static factor times axis a_i of input
 # buffer b_i for each pair (the product of an input's prefix when a reshape merges it).
 Extent = tuple[int, ...]
+
+
+def extent_product(extents: Sequence[Extent]) -> Extent:
+    """The product of extents, its input dims in sorted order (so equal products compare equal)."""
+    pairs = sorted(e[k:k + 2] for e in extents for k in range(1, len(e), 2))
+    return (math.prod(e[0] for e in extents), *(v for pair in pairs for v in pair))
 
 
 def batch_flags(func: PrimFunc) -> tuple[int, ...]:

@@ -23,7 +23,7 @@ from irtool.analysis.typecheck import infer_types
 from irtool.core.diagnostics import DiagnosticError
 from irtool.core.span import Span
 from irtool.ir.signature import (BATCH_BUFFERS, BATCH_CHECKS, BATCH_DIMS, BATCH_TILE_KERNEL, BATCH_TILE_ROWS,
-                                 Extent, num_outputs)
+                                 Extent, extent_product, num_outputs)
 from irtool.ir.tir import PrimFunc
 from irtool.ir.expr import AttrValue, Call, Constant, Expr, Function, Op, Tuple, TupleGetItem, Var
 from irtool.ir.types import Any, TensorType, TupleType, Type, type_parts
@@ -75,19 +75,6 @@ def at_batch(t: Type, rows: int) -> Type:
 BATCH_TILE = 32
 
 
-def _times(a: Extent, b: Extent) -> Extent:
-    """The product of two extents (their input dims listed in order, so equal products compare equal)."""
-    pairs = sorted([a[k:k + 2] for k in range(1, len(a), 2)] + [b[k:k + 2] for k in range(1, len(b), 2)])
-    return (a[0] * b[0], *(v for pair in pairs for v in pair))
-
-
-def _product(extents: Extents) -> Extent:
-    out: Extent = (1,)
-    for e in extents:
-        out = _times(out, e)
-    return out
-
-
 def _static(t: TensorType) -> Extents:
     return tuple((int(d),) for d in t.shape)  # type: ignore[call-overload]
 
@@ -108,7 +95,7 @@ class _Rows:
             sym = e[k:k + 2]
             while sym in self.alias:
                 sym = self.alias[sym]
-            out = _times(out, (1, *sym))
+            out = extent_product([out, (1, *sym)])
         return out
 
     def of(self, node: Expr) -> list[Extents]:
@@ -189,7 +176,7 @@ class _Rows:
             return given[:k] + rest
         unknown = [axis for axis in range(prefix) if isinstance(out.shape[axis], Any)]
         fixed = math.prod(int(d) for d in out.shape[:prefix] if isinstance(d, int))
-        total = _product(given[:k])
+        total = extent_product(given[:k])
         if len(unknown) != 1 or fixed == 0 or total[0] % fixed:
             raise DiagnosticError(f"native code: no shape function for `{name}` from {src} to {out} (its rows "
                                   "regroup into other than one `?` axis)", span)
@@ -260,7 +247,7 @@ def batch_facts(fn: Function, found: _Rows, func: PrimFunc) -> dict[str, AttrVal
     params = [(t, e) for p in fn.params for t, e in zip(flatten_type(type_of(p), None), found.extents[id(p)])]
     constants = len(func.params) - len(params) - num_outputs(func)
     prefixes = [e[:row_prefix(t)] for t, e in params] + [()] * constants + [e[:row_prefix(t)] for t, e in outs]
-    rows = [_product(p) for p in prefixes if p]
+    rows = [extent_product(p) for p in prefixes if p]
     for count in rows[1:]:
         found.same(rows[0], count, fn.body.span)
     facts: dict[str, AttrValue] = {BATCH_BUFFERS: tuple(len(p) for p in prefixes), BATCH_DIMS: tuple(prefixes)}
