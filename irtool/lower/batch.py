@@ -90,13 +90,14 @@ class _Rows:
         self.alias: dict[tuple[int, ...], tuple[int, ...]] = {}
 
     def canonical(self, e: Extent) -> Extent:
-        out: Extent = (e[0],)
+        """`e` with each input dim replaced by the one it was checked equal to first."""
+        syms = []
         for k in range(1, len(e), 2):
             sym = e[k:k + 2]
             while sym in self.alias:
                 sym = self.alias[sym]
-            out = extent_product([out, (1, *sym)])
-        return out
+            syms.append((1, *sym))
+        return extent_product([(e[0],), *syms])
 
     def of(self, node: Expr) -> list[Extents]:
         known = self.extents.get(id(node))
