@@ -4,8 +4,8 @@ A tensor whose type has a `?` is a *box*: a reference-counted heap object
 `{ i64 refcount, ptr drop, ptr data, i64 dims[ndim] }`, its data inline after the dims (16-byte
 aligned, what malloc gives) or, for `main`'s inputs, the caller's buffer. Boxes are object leaves
 (`objects.Obj` of a `TensorType`), so they are held, retained, released, stored in ADTs and
-carried through loops like any object. A kernel over a dynamic batch (irtool/lower/batch.py)
-runs through a wrapper, `<kernel>.rows(i64 n, ptr buffers...)`: its 32-row twin on each whole
+carried through loops like any object. A kernel over run-time rows (irtool/lower/batch.py: its
+buffers' row prefixes flattened) runs through a wrapper, `<kernel>.rows(i64 n, ptr buffers...)`: its 32-row twin on each whole
 tile of rows, then the batch-1 kernel on each row left.
 """
 
@@ -35,7 +35,8 @@ def header_bytes(ndim: int) -> int:
 
 
 def row_bytes(t: TensorType) -> int:
-    """Bytes of one row (everything but axis 0, which is the batch) of a batched tensor."""
+    """Bytes of one row of a batch-1 kernel's buffer: everything but axis 0 (its row prefix is
+    ones, so that is the whole buffer for a batched one)."""
     return math.prod(int(d) for d in t.shape[1:]) * element_bytes(t.dtype)
 
 

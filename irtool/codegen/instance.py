@@ -27,7 +27,8 @@ from irtool.core.diagnostics import DiagnosticError
 from irtool.ir.adt import Constructor, Pattern, PatternConstructor, PatternTuple, PatternVar
 from irtool.ir.expr import (Call, Constant, Expr, Function, GlobalVar, If, Let, Match, Op, RefCreate, RefRead,
                             RefWrite, Tuple, TupleGetItem, Var)
-from irtool.ir.signature import BATCH_TILE_KERNEL, BATCH_TILE_ROWS, batch_flags, num_outputs
+from irtool.ir.signature import (BATCH_TILE_KERNEL, BATCH_TILE_ROWS, Extent, batch_checks, batch_dims, batch_flags,
+                                 extent_product, num_outputs)
 from irtool.ir.tir import PrimFunc
 from irtool.ir.types import FuncType, RefType, TensorType, TupleType, Type, TypeCall, TypeVar, type_parts, type_to_text
 from irtool.ir.visitor import free_vars
@@ -774,7 +775,7 @@ class FunctionBuilder:
         out_leaves = self.leaves(node)
         flags = batch_flags(func)
         if any(flags):
-            return self.rows_call(name, func, inputs, out_leaves, flags)
+            return self.rows_call(node, name, func, inputs, out_leaves, flags)
         outs = [d if d is not None else self.temp(leaf)  # type: ignore[arg-type]
                 for leaf, d in zip(out_leaves, dests if dests is not None else [None] * len(out_leaves))]
         self.prog.kernel(name, [lv.align for lv in inputs + outs])
@@ -782,27 +783,33 @@ class FunctionBuilder:
         self.check_status(self.emit(f"call i32 @{self.prog.kernel_symbol(name)}({call_args})"))
         return tuple(outs)
 
-    def rows_call(self, name: str, func: PrimFunc, inputs: list[LV], out_leaves: tuple[Leaf, ...],
+    def rows_call(self, node: Call, name: str, func: PrimFunc, inputs: list[LV], out_leaves: tuple[Leaf, ...],
                   flags: tuple[int, ...]) -> Value:
-        """A batch-1 kernel over the run-time batch `n` of its batched inputs (which must agree):
-        the `(n, ...)` results are new boxes, the kernel runs once per row."""
-        n: str | None = None
-        pointers: list[str] = []
-        for lv, flag in zip(inputs, flags):
-            if not flag:
-                pointers.append(lv.value)
-                continue
-            data, rows = self.box_data(lv), self.box_dim(lv, 0)
-            if n is None:
-                n = rows
-            else:
-                self.fail_if(self.emit(f"icmp ne i64 {n}, {rows}"), STATUS_SHAPE_MISMATCH)
-            pointers.append(data)
-        assert n is not None
+        """A batch-1 kernel over the run-time rows of its batched inputs: the extents its shape
+        function pairs are compared (status 5), the results are new boxes with the extents it
+        gives, and the kernel runs once per row (the product of a buffer's row prefix)."""
+        dims = batch_dims(func)
+        values: dict[Extent, str] = {}   # each input dim loaded, each product computed, once
+
+        def extent(e: Extent) -> str:
+            if not e or any(e[k] >= len(inputs) or not flags[e[k]] for k in range(1, len(e), 2)):
+                raise self.error(f"@{name}: its row extents (`batch_dims`) do not name its inputs' dims", node)
+            if e not in values:
+                for k in range(1, len(e), 2):
+                    if (1, *e[k:k + 2]) not in values:
+                        values[(1, *e[k:k + 2])] = self.box_dim(inputs[e[k]], e[k + 1])
+                values[e] = self.product([*([str(e[0])] if e[0] != 1 or len(e) == 1 else []),
+                                          *(values[(1, *e[k:k + 2])] for k in range(1, len(e), 2))])
+            return values[e]
+
+        for want, got in batch_checks(func):
+            self.fail_if(self.emit(f"icmp ne i64 {extent(want)}, {extent(got)}"), STATUS_SHAPE_MISMATCH)
+        n = extent(extent_product(next(prefix for prefix in dims if prefix)))
+        pointers = [self.box_data(lv) if flag else lv.value for lv, flag in zip(inputs, flags)]
         outs: list[LV] = []
-        for leaf in out_leaves:
+        for leaf, prefix in zip(out_leaves, dims[len(inputs):]):
             assert isinstance(leaf, Obj) and isinstance(leaf.rtype, TensorType)
-            box = self.new_box(leaf, [n, *(str(d) for d in leaf.rtype.shape[1:])])
+            box = self.new_box(leaf, [*map(extent, prefix), *(str(d) for d in leaf.rtype.shape[len(prefix):])])
             outs.append(box)
             pointers.append(self.box_data(box))
         buffers = [TensorType(b.shape, b.dtype) for b in func.params]
@@ -829,9 +836,7 @@ class FunctionBuilder:
         """A box (held by this activation) of `dims` (i64 values) with room for its data."""
         t = leaf.rtype
         assert isinstance(t, TensorType)
-        count = "1"
-        for d in dims:
-            count = self.emit(f"mul nsw i64 {count}, {d}")
+        count = self.product(dims)
         size = self.emit(f"mul nsw i64 {count}, {max(1, element_bytes(t.dtype))}")
         box = self.emit(f"call ptr @{NEW_BOX}(i64 {header_bytes(len(dims))}, i64 {size}, ptr null, "
                         f"ptr @{self.prog.box_drop()})")
@@ -842,10 +847,14 @@ class FunctionBuilder:
 
     def box_elements(self, box: LV) -> str:
         t = box.leaf.rtype  # type: ignore[union-attr]
-        count = "1"
-        for axis in range(len(t.shape)):
-            count = self.emit(f"mul nsw i64 {count}, {self.box_dim(box, axis)}")
-        return count
+        return self.product([self.box_dim(box, axis) for axis in range(len(t.shape))])
+
+    def product(self, values: list[str]) -> str:
+        """The i64 product of `values` (left to right; one value is itself, none is 1)."""
+        out = values[0] if values else "1"
+        for v in values[1:]:
+            out = self.emit(f"mul nsw i64 {out}, {v}")
+        return out
 
     def reshape(self, node: Call, src: LV) -> LV:
         """`reshape` of or to a box: a static result views the box's data once its size is

@@ -1,39 +1,44 @@
-"""Fused groups over a dynamic batch: shape functions per operator and the batch-1 specialisation.
+"""Fused groups over run-time rows: the group's shape function and the batch-1 specialisation.
 
-Native code takes `?` as the leading (batch) axis of a tensor (docs/native-relay.md, "Dynamic
-shapes"). A fused group whose operators all have a *shape function* here — each maps the batch
-axis of its batched inputs to the batch axis of its result, row by row, and leaves every other
-dimension static — is lowered once at batch 1 (every `?` becomes 1, the group is type-checked
-again, and the existing compute rules and schedules build the kernel). Code generation runs that
-kernel once per row of the run-time batch `n` and allocates the `(n, ...)` results; the shape
-function of the whole group is therefore "the result's batch is the inputs' batch". An operator
-without one is a located error naming it.
+Native code takes `?` on the *row prefix* of a tensor: leading axes that every operator of a
+fused group treats independently (docs/native-relay.md, "Dynamic shapes"). The rows of a buffer
+are its prefix flattened, so `Tensor[(?, ?, 64), float32]` through a dense is `n1 * n2` rows of 64
+and `Tensor[(2, ?, 8), float32]` is `2 * n` rows of 8. Each operator's *shape function* says
+how many leading axes of its result it maps row by row from the same axes of its operands (or
+that it regroups rows of one size, as `reshape` does); the group walk then expresses every
+result's prefix in terms of the inputs' `?` extents and lists the extents that must agree at run
+time (each operator's rule: irtool/lower/shape_funcs.py). The group is lowered with every prefix made ones (the batch-1 kernel) and with its last
+prefix axis made `BATCH_TILE` (the tile), which codegen runs over the run-time rows. An operator
+without a shape function, or a `?` on an axis its operator does not treat row by row, is a
+located error naming both.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from irtool.analysis.steps import flatten_type
 from irtool.analysis.typecheck import infer_types
 from irtool.core.diagnostics import DiagnosticError
-from irtool.ir.signature import BATCH_BUFFERS, BATCH_TILE_KERNEL, BATCH_TILE_ROWS, num_outputs
+from irtool.core.span import Span
+from irtool.ir.signature import (BATCH_BUFFERS, BATCH_CHECKS, BATCH_DIMS, BATCH_TILE_KERNEL, BATCH_TILE_ROWS,
+                                 Extent, extent_product, num_outputs)
 from irtool.ir.tir import PrimFunc
 from irtool.ir.expr import AttrValue, Call, Constant, Expr, Function, Op, Tuple, TupleGetItem, Var
 from irtool.ir.types import Any, TensorType, TupleType, Type, type_parts
 from irtool.ir.visitor import post_order
 from irtool.lower.primitive import lower_primitive, type_of
-from irtool.ops.registry import OpPattern, get_op
+from irtool.lower.shape_funcs import REGROUP, row_prefix, shape_func
+from irtool.ops.registry import get_op
 
-Attrs = Mapping[str, object]
-# A shape function: the reason the operator cannot map the batch through, or None when it does.
-ShapeFunc = Callable[[list[TensorType], TensorType, Attrs], str | None]
+# Per tensor leaf of a node, the extent of each of its axes.
+Extents = tuple[Extent, ...]
 
 
 def is_batched(t: TensorType) -> bool:
-    """A tensor whose leading axis is the dynamic batch and whose other axes are static."""
-    return bool(t.shape) and isinstance(t.shape[0], Any) and all(isinstance(d, int) for d in t.shape[1:])
+    """A tensor of run-time rows: it has a `?`, and its row prefix runs to the last one."""
+    return not t.is_static
 
 
 def is_dynamic(fn: Function) -> bool:
@@ -43,7 +48,8 @@ def is_dynamic(fn: Function) -> bool:
 
 
 def at_batch(t: Type, rows: int) -> Type:
-    """`t` with every `?` made `rows` (iterative; a shared part is rebuilt once)."""
+    """`t` with each dynamic tensor's row prefix made ones but its last axis, made `rows`
+    (iterative; a shared part is rebuilt once)."""
     done: dict[int, Type] = {}
     stack: list[tuple[Type, bool]] = [(t, False)]
     while stack:
@@ -56,7 +62,8 @@ def at_batch(t: Type, rows: int) -> Type:
         elif isinstance(cur, TupleType):
             done[id(cur)] = TupleType(tuple(done[id(f)] for f in cur.fields))
         elif isinstance(cur, TensorType) and not cur.is_static:
-            done[id(cur)] = TensorType(tuple(rows if isinstance(d, Any) else d for d in cur.shape), cur.dtype)
+            k = row_prefix(cur)
+            done[id(cur)] = TensorType((*(1,) * (k - 1), rows, *cur.shape[k:]), cur.dtype)
         else:
             done[id(cur)] = cur
     return done[id(t)]
@@ -68,174 +75,131 @@ def at_batch(t: Type, rows: int) -> Type:
 BATCH_TILE = 32
 
 
-def buffer_flags(param_flags: tuple[int, ...], func: PrimFunc) -> tuple[int, ...]:
-    """The `batch_buffers` attribute of a batch-1 kernel: its parameters' flags, 0 for the
-    constants lowering added after them, 1 for every output."""
-    outs = num_outputs(func)
-    return (*param_flags, *(0,) * (len(func.params) - len(param_flags) - outs), *(1,) * outs)
+def _static(t: TensorType) -> Extents:
+    return tuple((int(d),) for d in t.shape)  # type: ignore[call-overload]
 
 
-def _axis(axis: object, ndim: int) -> int:
-    return int(axis) + ndim if int(axis) < 0 else int(axis)  # type: ignore[call-overload]
+class _Rows:
+    """The extents of a dynamic group's tensors in terms of its inputs' `?`s, and the pairs of
+    extents that must agree at run time."""
 
+    def __init__(self) -> None:
+        self.extents: dict[int, list[Extents]] = {}
+        self.checks: list[tuple[Extent, Extent]] = []
+        # An input `?` already checked equal to another: products compare through it.
+        self.alias: dict[tuple[int, ...], tuple[int, ...]] = {}
 
-def _rows(args: list[TensorType], out: TensorType, attrs: Attrs) -> str | None:
-    return None
+    def canonical(self, e: Extent) -> Extent:
+        """`e` with each input dim replaced by the one it was checked equal to first."""
+        syms = []
+        for k in range(1, len(e), 2):
+            sym = e[k:k + 2]
+            while sym in self.alias:
+                sym = self.alias[sym]
+            syms.append((1, *sym))
+        return extent_product([(e[0],), *syms])
 
+    def of(self, node: Expr) -> list[Extents]:
+        known = self.extents.get(id(node))
+        return known if known is not None else [_static(t) for t in flatten_type(type_of(node), None)]
 
-def _broadcast(args: list[TensorType], out: TensorType, attrs: Attrs) -> str | None:
-    for a in args:
-        if is_batched(a) and a.ndim != out.ndim:
-            return "a batched operand of lower rank than the result"
-        if a.is_static and a.ndim == out.ndim and a.ndim and a.shape[0] != 1:
-            return "a static operand spans the batch axis"
-    return None
-
-
-def _axis_not_batch(key: str, rank_of: Callable[[list[TensorType], TensorType], int]) -> ShapeFunc:
-    def rule(args: list[TensorType], out: TensorType, attrs: Attrs) -> str | None:
-        if _axis(attrs[key], rank_of(args, out)) == 0:
-            return f"{key}=0 is the batch axis"
-        return None
-    return rule
-
-
-def _reduce(args: list[TensorType], out: TensorType, attrs: Attrs) -> str | None:
-    axes = attrs.get("axis")
-    if axes is None or attrs.get("exclude"):
-        return "a reduction over the batch axis"
-    listed = axes if isinstance(axes, tuple) else (axes,)
-    if any(_axis(a, args[0].ndim) == 0 for a in listed):
-        return "a reduction over the batch axis"
-    return None
-
-
-def _reshape(args: list[TensorType], out: TensorType, attrs: Attrs) -> str | None:
-    if math.prod(args[0].shape[1:]) != math.prod(out.shape[1:]):   # type: ignore[arg-type]
-        return "the reshape changes the size of a row"
-    return None
-
-
-def _transpose(args: list[TensorType], out: TensorType, attrs: Attrs) -> str | None:
-    axes = attrs.get("axes")
-    if not axes or _axis(axes[0], args[0].ndim) != 0:  # type: ignore[index]
-        return "the transpose moves the batch axis"
-    return None
-
-
-def _squeeze(args: list[TensorType], out: TensorType, attrs: Attrs) -> str | None:
-    axes = attrs.get("axis")
-    if axes is None or any(_axis(a, args[0].ndim) == 0 for a in axes):  # type: ignore[union-attr]
-        return "the squeeze removes the batch axis"
-    return None
-
-
-def _pad(args: list[TensorType], out: TensorType, attrs: Attrs) -> str | None:
-    widths = attrs.get("pad_width")
-    if not widths or tuple(widths[0]) != (0, 0):  # type: ignore[index]
-        return "the pad widens the batch axis"
-    return None
-
-
-def _layout(*keys: str) -> ShapeFunc:
-    def rule(args: list[TensorType], out: TensorType, attrs: Attrs) -> str | None:
-        for key in keys:
-            layout = str(attrs.get(key) or "N")
-            if not layout.startswith("N"):
-                return f"{key}={layout} does not lead with the batch axis"
-        return None
-    return rule
-
-
-def _first_rank(args: list[TensorType], out: TensorType) -> int:
-    return args[0].ndim
-
-
-def _out_rank(args: list[TensorType], out: TensorType) -> int:
-    return out.ndim
-
-
-SHAPE_FUNCS: dict[str, ShapeFunc] = {
-    "nn.dense": _rows,
-    "nn.batch_flatten": _rows,
-    "nn.bias_add": _axis_not_batch("axis", _first_rank),
-    "nn.softmax": _axis_not_batch("axis", _first_rank),
-    "nn.log_softmax": _axis_not_batch("axis", _first_rank),
-    "nn.layer_norm": _axis_not_batch("axis", _first_rank),
-    "nn.prelu": _axis_not_batch("axis", _first_rank),
-    "nn.batch_matmul": _broadcast,   # pairs of rows (a static operand's batch must be 1)
-    "nn.pad": _pad,
-    "concatenate": _axis_not_batch("axis", _out_rank),
-    "expand_dims": _axis_not_batch("axis", _out_rank),
-    "sum": _reduce, "mean": _reduce, "max": _reduce, "min": _reduce, "prod": _reduce,
-    "argmax": _reduce, "argmin": _reduce,
-    "reshape": _reshape,
-    "transpose": _transpose,
-    "squeeze": _squeeze,
-    "nn.conv2d": _layout("data_layout"),
-    "nn.max_pool2d": _layout("layout", "out_layout"),
-    "nn.avg_pool2d": _layout("layout", "out_layout"),
-    "nn.global_avg_pool2d": _layout("layout", "out_layout"),
-    "nn.global_max_pool2d": _layout("layout", "out_layout"),
-    "layout_transform": _layout("src_layout", "dst_layout"),
-}
-
-
-def shape_func(name: str) -> ShapeFunc | None:
-    """The operator's batch shape function: its own, or the one its fusion pattern implies
-    (element-wise operators map rows to rows; broadcasts without attributes align trailing axes)."""
-    rule = SHAPE_FUNCS.get(name)
-    if rule is not None:
-        return rule
-    op = get_op(name)
-    if op is None:
-        return None
-    if op.pattern == OpPattern.ELEMWISE:
-        return _rows
-    if op.pattern == OpPattern.BROADCAST and op.attrs is not None and not op.attrs:
-        return _broadcast
-    return None
-
-
-def _check_call(call: Call) -> None:
-    name = call.op.name  # type: ignore[union-attr]
-    args = [leaf for a in call.args for leaf in flatten_type(type_of(a), None)]
-    outs = flatten_type(type_of(call), None)
-    for t in args + outs:
-        if not t.is_static and not is_batched(t):
-            raise DiagnosticError(f"native code: unsupported: `{name}` on {t}: only the leading axis may be dynamic "
-                                  "(a batch)", call.span)
-    if not any(is_batched(a) for a in args):
-        if all(t.is_static for t in outs):
+    def same(self, a: Extent, b: Extent, span: Span | None) -> None:
+        """`a` and `b` must agree: a check at run time unless the checks so far imply it."""
+        a, b = self.canonical(a), self.canonical(b)
+        if a == b:
             return
-        raise DiagnosticError(f"native code: no shape function for `{name}` with a dynamic result from static "
-                              "operands", call.span)
-    rule = shape_func(name)
-    if rule is None:
-        raise DiagnosticError(f"native code: no shape function for `{name}` with a dynamic batch", call.span)
-    if len(outs) != 1 or not is_batched(outs[0]):
-        raise DiagnosticError(f"native code: no shape function for `{name}` with a dynamic batch (its result "
-                              f"{type_of(call)} does not keep the batch)", call.span)
-    op = get_op(name)
-    reason = rule(args, outs[0], op.full_attrs(call.attrs) if op is not None else {})
-    if reason is not None:
-        raise DiagnosticError(f"native code: no shape function for `{name}` with a dynamic batch ({reason})",
-                              call.span)
+        if len(a) == 1 and len(b) == 1:
+            raise DiagnosticError(f"native code: row extents {a[0]} and {b[0]} must agree", span)
+        pair = (a, b) if a < b else (b, a)
+        self.checks.append(pair)
+        single = [e[1:] for e in pair if e[0] == 1 and len(e) == 3]
+        if len(single) == 2:
+            self.alias[single[1]] = single[0]
+
+    def call(self, call: Call) -> None:
+        """The extents of an operator's result from its shape function, or a located error."""
+        name = call.op.name  # type: ignore[union-attr]
+        args = [leaf for a in call.args for leaf in flatten_type(type_of(a), None)]
+        given = [e for a in call.args for e in self.of(a)]
+        outs = flatten_type(type_of(call), None)
+        dynamic = [k for k, a in enumerate(args) if not a.is_static]
+        if not dynamic:
+            if all(t.is_static for t in outs):
+                return
+            raise DiagnosticError(f"native code: no shape function for `{name}` with a dynamic result from static "
+                                  "operands", call.span)
+        first = args[dynamic[0]]
+        where = f"`?` on axis {row_prefix(first) - 1} of {first}"
+        rule = shape_func(name)
+        if rule is None:
+            raise DiagnosticError(f"native code: no shape function for `{name}` with a {where}", call.span)
+        if len(outs) != 1:
+            raise DiagnosticError(f"native code: no shape function for `{name}` with a {where} (its result "
+                                  f"{type_of(call)} is not one tensor)", call.span)
+        out = outs[0]
+        op = get_op(name)
+        kept = rule(args, out, op.full_attrs(call.attrs) if op is not None else {})
+        if isinstance(kept, str):
+            raise DiagnosticError(f"native code: no shape function for `{name}` with a {where} ({kept})", call.span)
+        for t in [*(args[k] for k in dynamic), out] if kept != REGROUP else ():
+            if row_prefix(t) > kept:
+                rows = f"only axes 0..{kept - 1}" if kept else "no axis"
+                raise DiagnosticError(f"native code: no shape function for `{name}` with a `?` on axis "
+                                      f"{row_prefix(t) - 1} of {t} (it treats {rows} row by row)", call.span)
+        if out.is_static:
+            raise DiagnosticError(f"native code: no shape function for `{name}` with a {where} (its result "
+                                  f"{out} does not keep the rows)", call.span)
+        if kept == REGROUP:
+            self.extents[id(call)] = [self.regroup(name, first, given[dynamic[0]], out, call.span)]
+            return
+        prefix = row_prefix(out)
+        for k in dynamic:
+            if row_prefix(args[k]) != prefix:
+                raise DiagnosticError(f"native code: no shape function for `{name}` from {args[k]} to {out} (the "
+                                      "last `?` of an operand and of the result must be on the same axis)", call.span)
+        extents: list[Extent] = []
+        for axis, d in enumerate(out.shape):
+            e = given[dynamic[0]][axis] if axis < prefix and isinstance(d, Any) else (int(d),)  # type: ignore[call-overload]
+            for k in dynamic if axis < prefix else ():
+                self.same(given[k][axis], e, call.span)
+            extents.append(e)
+        self.extents[id(call)] = [tuple(extents)]
+
+    def regroup(self, name: str, src: TensorType, given: Extents, out: TensorType, span: Span | None) -> Extents:
+        """A result keeping the rows of `src` in order and size: the same prefix, or one `?`
+        holding the product of the source's prefix over the static prefix dims."""
+        k, prefix = row_prefix(src), row_prefix(out)
+        if math.prod(src.shape[k:]) != math.prod(out.shape[prefix:]):  # type: ignore[arg-type]
+            raise DiagnosticError(f"native code: no shape function for `{name}` from {src} to {out} (it changes "
+                                  "the size of a row)", span)
+        rest = _static(TensorType(out.shape[prefix:], out.dtype))
+        if out.shape[:prefix] == src.shape[:k]:
+            return given[:k] + rest
+        unknown = [axis for axis in range(prefix) if isinstance(out.shape[axis], Any)]
+        fixed = math.prod(int(d) for d in out.shape[:prefix] if isinstance(d, int))
+        total = extent_product(given[:k])
+        if len(unknown) != 1 or fixed == 0 or total[0] % fixed:
+            raise DiagnosticError(f"native code: no shape function for `{name}` from {src} to {out} (its rows "
+                                  "regroup into other than one `?` axis)", span)
+        merged = (total[0] // fixed, *total[1:])
+        return tuple(merged if axis == unknown[0] else (int(d),) for axis, d in  # type: ignore[call-overload]
+                     enumerate(out.shape[:prefix])) + rest
 
 
-def specialise_batch(fn: Function, rows: int = 1) -> tuple[Function, tuple[int, ...]]:
-    """A dynamic fused group at batch `rows`, type-checked, and the batch flag of each parameter
-    tensor; raises a located error for an operator without a shape function."""
+def specialise_batch(fn: Function, rows: int = 1) -> tuple[Function, _Rows]:
+    """A dynamic fused group with each row prefix made ones but its last axis, made `rows`,
+    type-checked, and the extents of its tensors (`?` on axis a of parameter leaf b is
+    `(1, b, a)`); raises a located error for an operator without a shape function."""
     new: dict[int, Expr] = {}
     params: list[Var] = []
-    flags: list[int] = []
+    found = _Rows()
+    b = 0
     for p in fn.params:
         t = type_of(p)
-        for leaf in flatten_type(t, None):
-            if not leaf.is_static and not is_batched(leaf):
-                raise DiagnosticError(f"native code: unsupported: a parameter of type {leaf}: only the leading "
-                                      "axis may be dynamic (a batch)", p.span)
-            flags.append(int(is_batched(leaf)))
+        leaves = flatten_type(t, None)
+        found.extents[id(p)] = [tuple((1, b + k, axis) if isinstance(d, Any) else (int(d),)  # type: ignore[call-overload]
+                                      for axis, d in enumerate(leaf.shape)) for k, leaf in enumerate(leaves)]
+        b += len(leaves)
         q = Var(p.name_hint, at_batch(t, rows), p.span)
         params.append(q)
         new[id(p)] = q
@@ -244,38 +208,63 @@ def specialise_batch(fn: Function, rows: int = 1) -> tuple[Function, tuple[int, 
         if id(node) in new or isinstance(node, (Op, Constant)):
             continue
         if isinstance(node, Call) and isinstance(node.op, Op):
-            _check_call(node)
+            found.call(node)
             out = Call(node.op, [new.get(id(a), a) for a in node.args], node.attrs, node.span)
             calls.append((node, out))
         elif isinstance(node, Tuple):
+            found.extents[id(node)] = [e for f in node.fields for e in found.of(f)]
             out = Tuple([new.get(id(f), f) for f in node.fields], node.span)  # type: ignore[assignment]
         elif isinstance(node, TupleGetItem):
+            fields = type_of(node.tuple_value)
+            assert isinstance(fields, TupleType)
+            at = sum(len(flatten_type(f, None)) for f in fields.fields[:node.index])
+            found.extents[id(node)] = found.of(node.tuple_value)[at:at + len(flatten_type(fields.fields[node.index],
+                                                                                          None))]
             out = TupleGetItem(new.get(id(node.tuple_value), node.tuple_value), node.index, node.span)  # type: ignore[assignment]
         else:
-            raise DiagnosticError(f"native code: unsupported: a {type(node).__name__} in a fused group over a "
-                                  "dynamic batch", node.span)
+            raise DiagnosticError(f"native code: unsupported: a {type(node).__name__} in a fused group over "
+                                  "run-time rows", node.span)
         new[id(node)] = out
     for leaf in flatten_type(type_of(fn.body), None):
-        if not is_batched(leaf):
-            raise DiagnosticError(f"native code: unsupported: a fused group with a result of type {leaf} over a "
-                                  "dynamic batch (every result must keep the batch)", fn.body.span)
+        if leaf.is_static:
+            raise DiagnosticError(f"native code: unsupported: a fused group with a result of type {leaf} over "
+                                  "run-time rows (every result must keep the rows)", fn.body.span)
     one = Function(params, new.get(id(fn.body), fn.body), None, fn.type_params, fn.attrs, fn.span)
     infer_types(one)
     for old, call in calls:
         if call.checked_type != at_batch(type_of(old), rows):
-            raise DiagnosticError(f"native code: no shape function for `{old.op.name}` with a dynamic batch "  # type: ignore[union-attr]
-                                  f"(at batch {rows} its result is {call.checked_type}, not {type_of(old)} with "
-                                  f"? = {rows})", old.span)
-    return one, tuple(flags)
+            raise DiagnosticError(f"native code: no shape function for `{old.op.name}` over run-time rows "  # type: ignore[union-attr]
+                                  f"(at {rows} rows its result is {call.checked_type}, not {type_of(old)} with "
+                                  f"its row prefix made {at_batch(type_of(old), rows)})", old.span)
+    return one, found
+
+
+def batch_facts(fn: Function, found: _Rows, func: PrimFunc) -> dict[str, AttrValue]:
+    """`batch_buffers`, `batch_dims` and `batch_checks` of a kernel lowered from `fn`: each
+    buffer's row prefix and its extents (none for the constants lowering added after the
+    parameters), and the extents to compare, among them every buffer's row count with the
+    first's."""
+    outs = [(t, e) for t, e in zip(flatten_type(type_of(fn.body), None), found.of(fn.body))]
+    params = [(t, e) for p in fn.params for t, e in zip(flatten_type(type_of(p), None), found.extents[id(p)])]
+    constants = len(func.params) - len(params) - num_outputs(func)
+    prefixes = [e[:row_prefix(t)] for t, e in params] + [()] * constants + [e[:row_prefix(t)] for t, e in outs]
+    rows = [extent_product(p) for p in prefixes if p]
+    for count in rows[1:]:
+        found.same(rows[0], count, fn.body.span)
+    facts: dict[str, AttrValue] = {BATCH_BUFFERS: tuple(len(p) for p in prefixes), BATCH_DIMS: tuple(prefixes)}
+    if found.checks:
+        facts[BATCH_CHECKS] = tuple(found.checks)
+    return facts
 
 
 def lower_batched(fn: Function, intern: Callable[[PrimFunc, list[str]], str]) -> tuple[Function, dict[str, AttrValue]]:
     """A dynamic fused group at batch 1 (which the caller lowers), and the attributes of its
-    kernel: the batched buffers and the kernel of `BATCH_TILE` rows, lowered and named by `intern`."""
+    kernel: the row prefixes, their extents and checks, and the kernel of `BATCH_TILE` rows,
+    lowered and named by `intern`."""
     tile, _ = specialise_batch(fn, BATCH_TILE)
-    one, flags = specialise_batch(fn)
+    one, found = specialise_batch(fn)
     tiled = lower_primitive(tile)
-    facts: dict[str, AttrValue] = {BATCH_BUFFERS: buffer_flags(flags, tiled.func)}
+    facts = batch_facts(fn, found, tiled.func)
     name = intern(PrimFunc(tiled.func.params, tiled.func.body, tiled.func.attrs.with_items(**facts), tiled.func.span),
                   tiled.op_names)
     return one, {**facts, BATCH_TILE_KERNEL: name, BATCH_TILE_ROWS: BATCH_TILE}

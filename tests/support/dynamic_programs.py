@@ -31,3 +31,32 @@ def @main(%x: Tensor[(?, 8), float32], %h0: Tensor[(?, 16), float32], %w1: Tenso
   (@mlp(%x, %w1, %b1, %w2), @rnn(%n, %h0, %x, %w1, %wh, %b1))
 }
 """
+
+# A transformer-style feed-forward block over (batch, sequence) rows, both `?`: dense, bias, GELU
+# (through erf), a layer norm written out (reductions over the last axis) and `nn.layer_norm`, a
+# residual, softmax over the last axis, and a reshape merging the two `?`s into one.
+TOKENS = """#[version = "0.0.5"]
+def @main(%x: Tensor[(?, ?, 64), float32], %w1: Tensor[(64, 64), float32], %b1: Tensor[(64), float32],
+          %g: Tensor[(64), float32], %beta: Tensor[(64), float32], %w2: Tensor[(16, 64), float32])
+          -> (Tensor[(?, ?, 16), float32], Tensor[(?, 16), float32], Tensor[(?, ?, 64), float32]) {
+  %0 = nn.dense(%x, %w1, units=64);
+  %1 = nn.bias_add(%0, %b1, axis=-1);
+  %2 = multiply(multiply(%1, 0.5f), add(erf(multiply(%1, 0.707107f)), 1f));
+  %3 = subtract(%2, mean(%2, axis=[-1], keepdims=True));
+  %4 = mean(multiply(%3, %3), axis=[-1], keepdims=True);
+  %5 = add(multiply(multiply(%3, rsqrt(add(%4, 1e-05f))), %g), %beta);
+  %6 = nn.relu(add(%5, %x));
+  %7 = nn.softmax(nn.dense(%6, %w2, units=16), axis=-1);
+  (%7, reshape(%7, newshape=[-1, 16]), nn.layer_norm(%6, %g, %beta))
+}
+"""
+
+# Two inputs with two `?`s each, paired by an add (their extents must agree), and a reshape
+# merging the two into one: the C-link test's program.
+TWO_AXES = """#[version = "0.0.5"]
+def @main(%x: Tensor[(?, ?, 8), float32], %y: Tensor[(?, ?, 8), float32], %w: Tensor[(4, 8), float32])
+          -> (Tensor[(?, ?, 4), float32], Tensor[(?, 4), float32]) {
+  %0 = nn.softmax(nn.dense(add(%x, %y), %w, units=4), axis=-1);
+  (%0, reshape(%0, newshape=[-1, 4]))
+}
+"""

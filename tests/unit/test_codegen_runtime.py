@@ -216,13 +216,24 @@ def test_fast_math_and_optimisation_levels_agree_on_exact_programs() -> None:
 
 
 def test_uncompilable_programs_are_located_errors() -> None:
-    """A `?` that is not a leading (batch) axis is not compiled (docs/native-relay.md, "Dynamic shapes")."""
+    """A `?` on an axis its operator does not treat row by row is not compiled (docs/native-relay.md,
+    "Dynamic shapes")."""
+    mod = parse('#[version = "0.0.5"]\ndef @main(%c: bool, %x: Tensor[(2, ?), float32]) {\n'
+                '  if (%c) { %x } else { nn.softmax(exp(%x), axis=1) }\n}', "cf.relay")
+    with pytest.raises(DiagnosticError, match=r"`nn.softmax` with a `\?` on axis 1 of Tensor\[\(2, \?\), float32\] "
+                       r"\(it treats only axes 0..0 row by row\)") as info:
+        irtool.build(mod)
+    assert info.value.span is not None and info.value.span.line == 3
+
+
+def test_branches_over_a_static_axis_before_a_dynamic_one_run_natively() -> None:
     mod = parse('#[version = "0.0.5"]\ndef @main(%c: bool, %x: Tensor[(2, ?), float32]) {\n'
                 '  if (%c) { %x } else { exp(%x) }\n}', "cf.relay")
-    with pytest.raises(DiagnosticError, match=r"unsupported: .*Tensor\[\(2, \?\), float32\]: only the leading axis "
-                       "may be dynamic") as info:
-        irtool.build(mod)
-    assert info.value.span is not None and info.value.span.line == 2
+    native = irtool.build(mod)
+    for n in (3, 0, 40):
+        x = np.arange(2 * n, dtype=np.float32).reshape(2, n) / 64
+        np.testing.assert_array_equal(native(np.array(True), x), x)
+        np.testing.assert_allclose(native(np.array(False), x), np.exp(x), rtol=1e-6)
 
 
 def test_branches_over_a_dynamic_batch_run_natively() -> None:

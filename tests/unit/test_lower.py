@@ -304,9 +304,18 @@ def test_a_dynamic_batch_lowers_at_one_row_and_at_a_tile_of_rows() -> None:
     assert print_program(parse_module(print_program(mod))) == print_program(mod)
 
 
-def test_a_dynamic_axis_other_than_the_batch_is_refused() -> None:
-    with pytest.raises(DiagnosticError, match=r"only the leading axis may be dynamic"):
-        lowered("def @main(%x: Tensor[(2, ?), float32]) { exp(%x) }", "lower")
+def test_a_static_axis_before_a_dynamic_one_is_part_of_the_row_prefix() -> None:
+    mod = lowered("def @main(%x: Tensor[(2, ?, 3), float32]) { exp(%x) }")
+    one = next(f for f in kernels(mod).values() if "batch_tile" in f.attrs)
+    assert one.params[0].shape == (1, 1, 3) and one.attrs["batch_buffers"] == (2, 2)
+    assert one.attrs["batch_dims"] == (((2,), (1, 0, 1)), ((2,), (1, 0, 1)))
+    assert kernels(mod)[one.attrs["batch_tile"]].params[0].shape == (1, 32, 3)
+    assert str(primfunc_type(one)) == "fn (Tensor[(2, ?, 3), float32]) -> Tensor[(2, ?, 3), float32]"
+
+
+def test_a_dynamic_axis_its_operator_does_not_treat_row_by_row_is_refused() -> None:
+    with pytest.raises(DiagnosticError, match=r"`nn.softmax` with a `\?` on axis 1 of Tensor\[\(2, \?\), float32\]"):
+        lowered("def @main(%x: Tensor[(2, ?), float32]) { nn.softmax(%x, axis=1) }")
 
 
 def test_resnet_block_lowers_and_runs() -> None:

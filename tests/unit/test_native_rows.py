@@ -1,0 +1,106 @@
+"""Native code over a row prefix with several `?`s (docs/native-relay.md, "Dynamic shapes"):
+`Tensor[(?, ?, 64), float32]` through a transformer-style block and `Tensor[(2, ?, 8), float32]`
+give the interpreter's answer (and numpy's) at every extent, 0 and non-multiples of the 32-row
+tile included; extents that must agree but do not are status 5; many calls free every box."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import irtool
+from irtool.core.diagnostics import DiagnosticError
+from irtool.eval.interpreter import flatten_value, run_function
+from irtool.runtime.native import NativeModule
+from irtool.syntax.parser import parse
+from support.dynamic_programs import TOKENS
+from support.heap import heap_in_use
+
+_RNG = np.random.default_rng(11)
+WEIGHTS = {"w1": _RNG.standard_normal((64, 64)).astype(np.float32) * 0.15,
+           "b1": _RNG.standard_normal(64).astype(np.float32) * 0.1,
+           "g": _RNG.standard_normal(64).astype(np.float32), "beta": _RNG.standard_normal(64).astype(np.float32),
+           "w2": _RNG.standard_normal((16, 64)).astype(np.float32) * 0.2}
+
+
+@pytest.fixture(scope="module")
+def tokens() -> NativeModule:
+    return irtool.build(parse(TOKENS, "tokens.relay"))
+
+
+def _x(batch: int, seq: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((batch, seq, 64)).astype(np.float32)
+
+
+def _layer_norm(v: np.ndarray) -> np.ndarray:
+    centred = v - v.mean(-1, keepdims=True)
+    return centred / np.sqrt((centred * centred).mean(-1, keepdims=True) + 1e-5) * WEIGHTS["g"] + WEIGHTS["beta"]
+
+
+def _numpy(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    h = x @ WEIGHTS["w1"].T + WEIGHTS["b1"]
+    h = 0.5 * h * (1 + np.vectorize(math.erf, otypes=[np.float64])(h * 0.707107))
+    h = np.maximum(_layer_norm(h) + x, 0)
+    logits = h @ WEIGHTS["w2"].T
+    e = np.exp(logits - logits.max(-1, keepdims=True))
+    soft = e / e.sum(-1, keepdims=True)
+    return soft, soft.reshape(-1, 16), _layer_norm(h)
+
+
+@pytest.mark.parametrize(("batch", "seq"), [(1, 1), (2, 3), (3, 33), (1, 70), (4, 8), (0, 5), (5, 0), (0, 0)])
+def test_two_dynamic_axes_through_a_transformer_block_match_the_interpreter(tokens: NativeModule, batch: int,
+                                                                          seq: int) -> None:
+    inputs = {"x": _x(batch, seq, 31 * batch + seq), **WEIGHTS}
+    got = tokens(**inputs)
+    assert [g.shape for g in got] == [(batch, seq, 16), (batch * seq, 16), (batch, seq, 64)]
+    want = flatten_value(run_function(parse(TOKENS, "tokens.relay"), inputs))
+    for g, w, ref in zip(got, want, _numpy(inputs["x"])):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(g, ref, rtol=1e-3, atol=1e-4)
+
+
+STATIC_LEAD = """#[version = "0.0.5"]
+def @main(%x: Tensor[(2, ?, 8), float32], %y: Tensor[(2, ?, 8), float32], %w: Tensor[(4, 8), float32]) {
+  %0 = nn.softmax(tanh(nn.dense(%x, %w, units=4)), axis=-1);
+  %1 = reshape(exp(%x), newshape=[-1, 8]);
+  %2 = sum(multiply(%x, %y), axis=[2]);
+  (%0, %1, %2)
+}
+"""
+
+
+@pytest.mark.parametrize("n", [0, 1, 15, 16, 17, 40])   # 2n rows: below, at and past a 32-row tile
+def test_a_static_axis_before_a_dynamic_one_matches_the_interpreter(n: int) -> None:
+    rng = np.random.default_rng(n)
+    inputs = {"x": rng.standard_normal((2, n, 8)).astype(np.float32),
+              "y": rng.standard_normal((2, n, 8)).astype(np.float32),
+              "w": rng.standard_normal((4, 8)).astype(np.float32)}
+    got = irtool.build(parse(STATIC_LEAD, "lead.relay"))(**inputs)
+    assert [g.shape for g in got] == [(2, n, 4), (2 * n, 8), (2, n)]
+    want = flatten_value(run_function(parse(STATIC_LEAD, "lead.relay"), inputs))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[1], np.exp(inputs["x"]).reshape(-1, 8), rtol=1e-6)
+    np.testing.assert_allclose(got[2], (inputs["x"] * inputs["y"]).sum(-1), rtol=1e-5, atol=1e-6)
+
+
+def test_extents_that_must_agree_but_do_not_are_refused() -> None:
+    mod = irtool.build(parse(STATIC_LEAD, "lead.relay"))
+    x = np.zeros((2, 3, 8), np.float32)
+    with pytest.raises(DiagnosticError, match="two batches that must be equal"):
+        mod(x=x, y=np.zeros((2, 4, 8), np.float32), w=np.zeros((4, 8), np.float32))
+    with pytest.raises(DiagnosticError, match=r"input `x` must have shape \(2, \?, 8\), got \(3, 3, 8\)"):
+        mod(x=np.zeros((3, 3, 8), np.float32), y=x, w=np.zeros((4, 8), np.float32))
+
+
+def test_2000_calls_over_two_dynamic_axes_release_every_box(tokens: NativeModule) -> None:
+    inputs = {"x": _x(3, 5, 0), **WEIGHTS}
+    tokens(**inputs)
+    before = heap_in_use()
+    for _ in range(2_000):
+        out = tokens(**inputs)
+    del out
+    # Seven boxes a call at least 48 bytes each: one leaked per call would be 96 KB.
+    assert heap_in_use() - before < 64 * 1024
