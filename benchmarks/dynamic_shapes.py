@@ -4,8 +4,10 @@ alternated in one process.
 
     python benchmarks/dynamic_shapes.py [--batches 1,16,64,256] [--repeat 40]
 
-Models: `samples/mlp.relay` (784 → 128 → 10, softmax) with its batch made `?`, and a recurrent
-cell `tanh(dense(x) + dense(h) + b)` on 64-wide states unrolled by tail recursion over 16 steps.
+Models: `samples/mlp.relay` (784 → 128 → 10, softmax) with its batch made `?`, a recurrent
+cell `tanh(dense(x) + dense(h) + b)` on 64-wide states unrolled by tail recursion over 16 steps,
+and a token block (dense, bias, relu, residual, dense, softmax) on `Tensor[(?, ?, 64)]`, run at
+(batch, 16): two `?`s on the kernels' row prefix.
 The dynamic module is built once and run at every batch size; each static twin is the same text
 with the batch written out (the MLP's twin runs on the AOT path, the RNN's on the functions path
 with static shapes). Per batch: the median and the minimum CPU time (`time.process_time`) of
@@ -41,6 +43,15 @@ def @main(%x: Tensor[(B, 64), float32], %h: Tensor[(B, 64), float32], %wx: Tenso
   @loop(STEPS, %h, %x, %wx, %wh, %b)
 }
 """.replace("STEPS", str(STEPS))
+# A token block over a batch and a sequence axis, both `?` in the dynamic module (rows = B·T).
+TOKENS = """#[version = "0.0.5"]
+def @main(%x: Tensor[(B, T, 64), float32], %w: Tensor[(64, 64), float32], %b: Tensor[(64), float32],
+          %v: Tensor[(16, 64), float32]) -> Tensor[(B, T, 16), float32] {
+  %0 = nn.relu(nn.bias_add(nn.dense(%x, %w, units=64), %b, axis=-1));
+  nn.softmax(nn.dense(add(%0, %x), %v, units=16), axis=-1)
+}
+"""
+TOKENS_PER_ROW = 16
 
 
 def mlp_text(batch: str) -> str:
@@ -54,6 +65,8 @@ def inputs_for(model: str, batch: int, rng: np.random.Generator) -> dict[str, np
         return (rng.standard_normal(shape) * 0.2).astype(np.float32)
     if model == "mlp":
         return {"x": f(batch, 784), "w1": f(128, 784), "b1": f(128), "w2": f(10, 128), "b2": f(10)}
+    if model == "tokens":
+        return {"x": f(batch, TOKENS_PER_ROW, 64), "w": f(64, 64), "b": f(64), "v": f(16, 64)}
     return {"x": f(batch, 64), "h": f(batch, 64), "wx": f(64, 64), "wh": f(64, 64), "b": f(64)}
 
 
@@ -64,7 +77,8 @@ def main() -> None:
     args = ap.parse_args()
     host = describe_host()
     print(f"host: {host.cpu}, LLVM {host.llvm_cpu} ({', '.join(host.isa)}), load average {load_average():.1f}")
-    texts = {"mlp": mlp_text, "rnn": lambda b: RNN.replace("(B,", f"({b},")}
+    texts = {"mlp": mlp_text, "rnn": lambda b: RNN.replace("(B,", f"({b},"),
+             "tokens": lambda b: TOKENS.replace("(B, T,", "(?, ?," if b == "?" else f"({b}, {TOKENS_PER_ROW},")}
     rng = np.random.default_rng(0)
     print("| model | batch | dynamic ms (median / min) | static twin ms (median / min) | ratio (median / min) |")
     print("|---|---|---|---|---|")
