@@ -5,6 +5,10 @@ entry, and a cache directory that cannot be made is a clear error."""
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -125,3 +129,26 @@ def test_unusable_directory_is_an_error(tmp_path: Path, monkeypatch: pytest.Monk
     blocker.write_text("not a directory")
     with pytest.raises(DiagnosticError, match="cannot use .* as the compile cache"):
         irtool.build(parse(TEXT, "cache.relay"), cache_dir=blocker / "cache")
+
+
+def _run_tool(*args: str) -> subprocess.CompletedProcess[str]:
+    """`irtool-run` in a fresh interpreter outside the checkout (the installed irtool)."""
+    return subprocess.run([sys.executable, "-m", "irtool.tools.run", "-", *args], input=TEXT, capture_output=True,
+                          text=True, check=False, cwd=tempfile.gettempdir())
+
+
+def test_command_line_cache_dir(tmp_path: Path) -> None:
+    interp = _run_tool("--seed", "1")
+    first = _run_tool("--seed", "1", "--backend=native", "--cache-dir", str(tmp_path))
+    entries = {p: p.stat().st_mtime_ns for p in tmp_path.iterdir()}
+    second = _run_tool("--seed", "1", "--backend=native", "--cache-dir", str(tmp_path))
+    assert interp.returncode == first.returncode == second.returncode == 0, first.stderr + second.stderr
+    assert entries and {p: p.stat().st_mtime_ns for p in tmp_path.iterdir()} == entries   # read, not rewritten
+    assert first.stdout == second.stdout
+    # The summaries print each output's statistics and first values: the interpreter's agree.
+    number = r"(?<![\w.])-?\d[\d.]*(?:e[-+]?\d+)?(?=[,\] ]|$)"
+    numbers = [[float(v) for v in re.findall(number, out.stdout.split("min=", 1)[1])] for out in (first, interp)]
+    assert len(numbers[0]) == len(numbers[1]) >= 9
+    np.testing.assert_allclose(numbers[0], numbers[1], rtol=1e-4)
+    wrong = _run_tool("--cache-dir", str(tmp_path))
+    assert wrong.returncode == 1 and "--cache-dir" in wrong.stderr and "--backend=native" in wrong.stderr
