@@ -29,28 +29,20 @@ class Clock:
         return self.now
 
 
-def test_nothing_before_the_delay() -> None:
+@pytest.mark.parametrize("pause, step, expected", [
+    (0.5, 0.25, ""),   # every report before the delay: nothing, not even a clearing
+    (1.5, 1.0, f"{CLEAR}irtool: compiling 0/2 (1.5 s){CLEAR}irtool: compiling 1/2 (2.5 s){CLEAR}"),
+])
+def test_shown_after_the_delay(pause: float, step: float, expected: str) -> None:
     stream, clock = Terminal(), Clock()
     report = Progress(stream, delay=1.0, clock=clock)
     report.start("lowering")
-    clock.now += 0.5
+    clock.now += pause
     report.start("compiling", 2)
+    clock.now += step
     report.advance()
     report.close()
-    assert stream.getvalue() == ""
-
-
-def test_stages_and_counts_after_the_delay() -> None:
-    stream, clock = Terminal(), Clock()
-    report = Progress(stream, delay=1.0, clock=clock)
-    report.start("lowering")
-    clock.now += 1.5
-    report.start("compiling", 2)
-    clock.now += 1.0
-    report.advance()
-    report.close()
-    assert stream.getvalue() == (f"{CLEAR}irtool: compiling 0/2 (1.5 s){CLEAR}irtool: compiling 1/2 (2.5 s)"
-                                 f"{CLEAR}")
+    assert stream.getvalue() == expected
 
 
 def test_nothing_when_not_a_terminal() -> None:
