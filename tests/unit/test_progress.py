@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import pty
+import select
 
 import pytest
 
@@ -61,7 +62,9 @@ def test_a_pseudo_terminal_is_a_terminal() -> None:
             report = Progress(stream, delay=0.0)
             report.start("lowering")
             report.close()
-        written = os.read(leader, 1024).decode()
+        written = ""
+        while select.select([leader], [], [], 1.0)[0] and not written.endswith(CLEAR):
+            written += os.read(leader, 1024).decode()
     finally:
         os.close(leader)
         os.close(follower)
