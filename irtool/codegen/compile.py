@@ -12,12 +12,15 @@ import subprocess
 import tempfile
 import threading
 from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
 from irtool.codegen.entry import GeneratedModule, generate_module
 from irtool.codegen.machine import parse_and_optimize, target_machine
+from irtool.codegen.object_cache import ObjectCache
+from irtool.core.progress import Progress
 from irtool.target import TargetOptions
 from irtool.ir.module import IRModule
 from irtool.core.diagnostics import DiagnosticError
@@ -42,17 +45,41 @@ def _object_code(text: str, options: TargetOptions) -> bytes:
     return tm.emit_object(parse_and_optimize(text, options, tm))
 
 
-def compile_chunks(texts: list[str], options: TargetOptions) -> list[bytes]:
-    """Object code of each of the module `texts`, optimised and compiled in parallel worker
-    processes: llvmlite runs every LLVM call under one lock, so threads would take turns. The
-    workers are forked (started in milliseconds, LLVM already initialised); without `fork`, or
-    when the caller runs other Python threads (forking them is unsafe), the chunks compile one
-    after the other."""
+def compile_chunks(texts: list[str], options: TargetOptions, cache_dir: str | os.PathLike[str] | None = None,
+                   progress: Progress | None = None) -> list[bytes]:
+    """Object code of each of the module `texts`: from the object cache in `cache_dir` when it
+    holds them (`irtool.codegen.object_cache`), otherwise compiled (and then stored there)."""
+    cache = ObjectCache(cache_dir, options) if cache_dir is not None else None
+    objects = [cache.load(text) if cache is not None else None for text in texts]
+    missing = [k for k, obj in enumerate(objects) if obj is None]
+    compiled = list(_compile_parallel([texts[k] for k in missing], options, progress))
+    for k, obj in zip(missing, compiled):
+        objects[k] = obj
+        if cache is not None:
+            cache.store(texts[k], obj)
+    return objects  # type: ignore[return-value]
+
+
+def _compile_parallel(texts: list[str], options: TargetOptions, progress: Progress | None) -> Iterator[bytes]:
+    """Each text optimised and compiled, in parallel worker processes: llvmlite runs every LLVM
+    call under one lock, so threads would take turns. The workers are forked (started in
+    milliseconds, LLVM already initialised); without `fork`, or when the caller runs other Python
+    threads (forking them is unsafe), the texts compile one after the other."""
+    if progress is not None:
+        progress.start("compiling", len(texts))
     workers = min(len(texts), compile_threads())
     if workers < 2 or "fork" not in multiprocessing.get_all_start_methods() or threading.active_count() > 1:
-        return [_object_code(text, options) for text in texts]
+        yield from _counted((_object_code(text, options) for text in texts), progress)
+        return
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        return list(pool.map(_object_code, texts, [options] * len(texts)))
+        yield from _counted(pool.map(_object_code, texts, [options] * len(texts)), progress)
+
+
+def _counted(objects: Iterable[bytes], progress: Progress | None) -> Iterator[bytes]:
+    for obj in objects:
+        if progress is not None:
+            progress.advance()
+        yield obj
 
 
 def compile_threads() -> int:

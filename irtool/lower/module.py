@@ -2,7 +2,9 @@
 
 docs/lowering.md describes the resulting form. The Relay functions of the module are walked
 iteratively (callee function literals are lowered separately, not entered); PrimFuncs are
-deduplicated by structural hash and equality, as TVM's compile-engine cache does.
+deduplicated by structural hash and equality, as TVM's compile-engine cache does. Equal fused
+groups (ResNet-50 calls 165 groups of 56 kinds) are lowered once: a group equal to one lowered
+before, with parameters of the same types, reuses its kernel.
 """
 
 from __future__ import annotations
@@ -10,16 +12,17 @@ from __future__ import annotations
 from irtool.analysis.liveness import kernel_facts
 from irtool.analysis.typecheck import infer_types
 from irtool.ir.adt import Constructor
+from irtool.ir.equality import structural_equal, structural_hash
 from irtool.ir.expr import (AttrValue, Attrs, Call, Constant, Expr, Function, GlobalVar, If, Let, Match, Op, RefCreate, RefRead,
                             RefWrite, Tuple, TupleGetItem, Var)
 from irtool.ir.module import IRModule
 from irtool.ir.tir import PrimFunc
-from irtool.ir.tir_equality import tir_structural_equal, tir_structural_hash
+from irtool.ir.tir_equality import canonical_form
 from irtool.ir.types import TensorType, TupleType
 from irtool.ir.visitor import post_order
 from irtool.lower.batch import is_batched, is_dynamic, lower_batched
 from irtool.lower.rules import compute_rule
-from irtool.lower.primitive import flatten_type, lower_primitive, type_of
+from irtool.lower.primitive import LoweredPrimitive, flatten_type, lower_primitive, type_of
 from irtool.ops.registry import get_op
 from irtool.core.diagnostics import DiagnosticError
 
@@ -72,7 +75,9 @@ class ModuleLowering:
     def __init__(self, mod: IRModule) -> None:
         self.mod = mod
         self.out = mod.copy()
-        self.by_hash: dict[int, list[str]] = {}
+        self.by_form: dict[tuple[object, ...], str] = {}
+        # Fused groups lowered so far, by Relay structural hash and parameter types.
+        self.by_group: dict[tuple[object, ...], list[tuple[Function, str, LoweredPrimitive]]] = {}
         self.used_names: set[str] = set(mod.functions)
 
     def run(self) -> IRModule:
@@ -84,18 +89,19 @@ class ModuleLowering:
 
     # -- PrimFunc cache -----------------------------------------------------------------------------
     def intern(self, func: PrimFunc, op_names: list[str]) -> str:
-        """The global name of `func`, reusing an equal PrimFunc lowered before."""
-        h = tir_structural_hash(func)
-        for name in self.by_hash.get(h, []):
-            if tir_structural_equal(self.out.functions[name], func):  # type: ignore[arg-type]
-                return name
+        """The global name of `func`, reusing an equal PrimFunc lowered before (equal canonical
+        forms, each computed once)."""
+        form = canonical_form(func)
+        known = self.by_form.get(form)
+        if known is not None:
+            return known
         base = ("fused_" + "_".join(n.replace(".", "_") for n in op_names))[:MAX_NAME] if op_names else "fused_copy"
         name, k = base, 0
         while name in self.used_names:
             k += 1
             name = f"{base}_{k}"
         self.used_names.add(name)
-        self.by_hash.setdefault(h, []).append(name)
+        self.by_form[form] = name
         self.out.functions[name] = func  # type: ignore[assignment]
         self.out.def_spans[name] = func.span
         return name
@@ -161,15 +167,7 @@ class ModuleLowering:
         if len(ops) == 1 and not is_kernel_op(ops[0].op.name):  # type: ignore[union-attr]
             return _typed(_substitute(fn, args), call)
         fn, args = _bind_scalar_constants(fn, args)
-        facts: dict[str, AttrValue] = {}
-        if is_dynamic(fn):   # over a dynamic batch: lowered at batch 1 and at a tile of rows
-            fn, facts = lower_batched(fn, self.intern)
-        lowered = lower_primitive(fn)
-        # What memory planning must still know of the group (element-wise? a concatenation?).
-        facts.update(kernel_facts(fn))
-        func = lowered.func if not facts else PrimFunc(lowered.func.params, lowered.func.body,
-                                                       lowered.func.attrs.with_items(**facts), lowered.func.span)
-        name = self.intern(func, lowered.op_names)
+        name, lowered = self.lower_group(fn)
         flat: list[Expr] = []
         for a, p in zip(args, fn.params):
             flat.extend(_fields(a, type_of(p)))
@@ -177,6 +175,29 @@ class ModuleLowering:
         # A memory plan made before lowering stays valid: the step keeps its storage.
         plan = Attrs({k: call.attrs[k] for k in PLAN_ATTRS if k in call.attrs})
         return _typed(Call(CALL_LOWERED, [GlobalVar(name), Tuple(flat)], plan, span=call.span), call)
+
+    def lower_group(self, fn: Function) -> tuple[str, LoweredPrimitive]:
+        """The kernel of a fused group and its lowering, shared with an equal group lowered
+        before (dynamic groups, rare, are lowered each time)."""
+        if is_dynamic(fn):   # over a dynamic batch: lowered at batch 1 and at a tile of rows
+            fn, facts = lower_batched(fn, self.intern)
+            return self.kernel_of(fn, facts)
+        key = (structural_hash(fn), tuple(type_of(p) for p in fn.params), type_of(fn.body))
+        group = self.by_group.setdefault(key, [])
+        for seen, name, lowered in group:
+            if structural_equal(seen, fn):
+                return name, lowered
+        name, lowered = self.kernel_of(fn, {})
+        group.append((fn, name, lowered))
+        return name, lowered
+
+    def kernel_of(self, fn: Function, facts: dict[str, AttrValue]) -> tuple[str, LoweredPrimitive]:
+        lowered = lower_primitive(fn)
+        # What memory planning must still know of the group (element-wise? a concatenation?).
+        facts.update(kernel_facts(fn))
+        func = lowered.func if not facts else PrimFunc(lowered.func.params, lowered.func.body,
+                                                       lowered.func.attrs.with_items(**facts), lowered.func.span)
+        return self.intern(func, lowered.op_names), lowered
 
     def as_view(self, fn: Function, ops: list[Call], args: list[Expr], call: Call) -> Expr | None:
         """A group of reshape-only operators on one tensor: one `reshape` to the static shape."""

@@ -5,7 +5,10 @@ The builder (`te.Builder`) memoises elements, so a fused group that reuses a val
 in the group's depth. Every later walk that sees a tree (structural hashing, printing, the TIR
 passes, codegen) would pay for the tree. Where a store's tree is much larger than its DAG, each
 shared node that is evaluated unconditionally gets a `let` right before the store; a kernel
-without such sharing (every kernel of an ordinary model) is returned unchanged.
+without such sharing (every kernel of an ordinary model) is returned unchanged. The test is cheap
+on such kernels: tree sizes are memoised over the whole kernel (register tiles share most of
+their loads between stores), expressions are not rebuilt, and a store's DAG is only walked when
+its tree is large.
 """
 
 from __future__ import annotations
@@ -33,17 +36,23 @@ class _Binder(TirRewriter):
     def __init__(self) -> None:
         super().__init__()
         self.count = 0
+        # Tree size by node id, over the whole kernel (its nodes live as long as the walk).
+        self.tree: dict[int, int] = {}
+
+    def rewrite_expr(self, root: PrimExpr) -> PrimExpr:
+        return root   # only stores change, in `post`
 
     def post(self, original: Stmt, rebuilt: Stmt) -> Stmt | None:
         if not isinstance(rebuilt, BufferStore):
             return rebuilt
         roots = (*rebuilt.indices, rebuilt.value)
-        order, uses, eager = _dag(roots)
-        tree: dict[int, int] = {}
-        for node in order:
-            tree[id(node)] = 1 + sum(tree[id(k)] for k in children(node))
-        if sum(tree[id(r)] for r in roots) <= max(MIN_TREE, BLOWUP * len(order)):
+        size = sum(_tree_size(r, self.tree) for r in roots)
+        if size <= MIN_TREE:
             return rebuilt
+        order, uses, eager = _dag(roots)
+        if size <= BLOWUP * len(order):
+            return rebuilt
+        tree = self.tree
         new: dict[int, PrimExpr] = {}
         bindings: list[tuple[Var, PrimExpr]] = []
         for node in order:
@@ -61,6 +70,24 @@ class _Binder(TirRewriter):
         for var, value in reversed(bindings):
             stmt = LetStmt(var, value, stmt, rebuilt.span)
         return stmt
+
+
+def _tree_size(root: PrimExpr, memo: dict[int, int]) -> int:
+    """How many nodes `root` has as a tree, from the sizes of the nodes already in `memo`."""
+    todo: list[PrimExpr] = [root]
+    while todo:
+        node = todo[-1]
+        if id(node) in memo:
+            todo.pop()
+            continue
+        kids = children(node)
+        missing = [k for k in kids if id(k) not in memo]
+        if missing:
+            todo.extend(missing)   # type: ignore[arg-type]
+            continue
+        todo.pop()
+        memo[id(node)] = 1 + sum(memo[id(k)] for k in kids)
+    return memo[id(root)]
 
 
 def _dag(roots: tuple[PrimExpr, ...]) -> tuple[list[PrimExpr], dict[int, int], set[int]]:

@@ -37,6 +37,7 @@ from irtool.ir.module import IRModule
 from irtool.ir.tir import PrimFunc
 from irtool.ir.types import TupleType, Type
 from irtool.core.diagnostics import DiagnosticError
+from irtool.core.progress import Progress
 from irtool.runtime.buffers import aligned_empty, describe_status
 
 _CACHE: dict[str, llvm.ExecutionEngine] = {}
@@ -79,12 +80,14 @@ def _bind_compiler_runtime() -> None:
             llvm.add_symbol(name, ctypes.cast(getattr(lib, name), ctypes.c_void_p).value)
 
 
-def _engine(generated: GeneratedModule, prefix: str, options: TargetOptions) -> llvm.ExecutionEngine:
-    """MCJIT over the generated code: its kernel chunks compiled in parallel processes and linked
-    by the JIT to the entry chunk, or the one module. The entry chunk (small) is a module of the
-    engine, so that `run_static_destructors` runs the thread pool's shutdown it holds."""
+def _engine(generated: GeneratedModule, prefix: str, options: TargetOptions, cache_dir: str | None = None,
+            progress: Progress | None = None) -> llvm.ExecutionEngine:
+    """MCJIT over the generated code: its kernel chunks compiled in parallel processes (or read
+    from the object cache in `cache_dir`) and linked by the JIT to the entry chunk, or the one
+    module. The entry chunk (small) is a module of the engine, so that `run_static_destructors`
+    runs the thread pool's shutdown it holds."""
     if generated.chunk_irs:
-        objects = compile_chunks(generated.chunk_irs[1:], options)
+        objects = compile_chunks(generated.chunk_irs[1:], options, cache_dir, progress)
         tm = target_machine(options, jit=True)
         engine = llvm.create_mcjit_compiler(parse_and_optimize(generated.chunk_irs[0], options, tm), tm)
         for obj in objects:
@@ -112,9 +115,16 @@ class NativeModule:
     """`main` compiled to native code; call it like the interpreter's `run_function`."""
 
     def __init__(self, mod: IRModule, options: TargetOptions, prefix: str = "irtool",
-                 export_kernels: bool = False) -> None:
+                 export_kernels: bool = False, cache_dir: str | None = None,
+                 progress: Progress | None = None) -> None:
+        """`cache_dir`: the on-disk cache of compiled kernels (`irtool.codegen.object_cache`);
+        the kernels are then compiled as separate modules even on one CPU, as the cache holds
+        those. `progress` reports the stages on a terminal (`irtool.core.progress`)."""
+        if progress is not None:
+            progress.start("generating code")
+        chunks = max(compile_threads(), 2 if cache_dir is not None else 1)
         generated = generate_module(mod, prefix, options, embed_constants=False, export_kernels=export_kernels,
-                                    chunks=compile_threads())
+                                    chunks=chunks)
         if generated.abi is None:
             raise DiagnosticError("irtool.build: the module has no `main` function to run")
         self.abi: ABI = generated.abi
@@ -130,7 +140,7 @@ class NativeModule:
             pool = aligned_empty((self.abi.pool_bytes,), np.uint8, "the pool of hoisted tensors")
             _SYMBOLS[generated.pool_symbol] = pool
             llvm.add_symbol(generated.pool_symbol, pool.ctypes.data)
-        self._engine, address = _jit(self.ir, options, lambda: _engine(generated, prefix, options),
+        self._engine, address = _jit(self.ir, options, lambda: _engine(generated, prefix, options, cache_dir, progress),
                                      f"{self.abi.prefix}_run")
         self._run = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(address)
         self._workspace = aligned_empty((max(self.abi.workspace_bytes, 1),), np.uint8, "the workspace of main")

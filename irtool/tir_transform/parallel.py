@@ -15,7 +15,7 @@ loop (`for %k { let %no = %k; B1; let %no_1 = %k; B2 }`) when that jammed loop i
 from __future__ import annotations
 
 from irtool.ir.tir import (Allocate, AssertStmt, BinaryOp, BufferStore, Evaluate, For, IfThenElse, IntImm, LetStmt,
-                           PrimFunc, SeqStmt, Stmt, Var, int_range)
+                           PrimExpr, PrimFunc, SeqStmt, Stmt, Var, int_range)
 from irtool.tir_transform.dependence import iterations_disjoint
 from irtool.tir_transform.mutator import TirRewriter, stmt_parts, walk_stmts
 
@@ -135,6 +135,9 @@ class _Marker(TirRewriter):
         super().__init__()
         self.loops = loops
         self.threads = threads
+
+    def rewrite_expr(self, root: PrimExpr) -> PrimExpr:
+        return root   # only loops change: no expression is rebuilt
 
     def post(self, original: Stmt, rebuilt: Stmt) -> Stmt | None:
         if isinstance(rebuilt, For) and id(original) in self.loops:

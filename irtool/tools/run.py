@@ -65,6 +65,8 @@ def build_arg_parser() -> argparse.ArgumentParser:
                     help="--profile: timed runs per kernel, the median is shown (default: 10)")
     ap.add_argument("--threads", type=argtypes.threads, default=1, metavar="N",
                     help="with --backend=native: run parallel loops on N threads (default: 1)")
+    ap.add_argument("--cache-dir", metavar="DIR",
+                    help="with --backend=native: keep compiled kernels in DIR and reuse them (docs/codegen.md)")
     add_input_shape_option(ap)
     return ap
 
@@ -298,6 +300,9 @@ def run(args: argparse.Namespace) -> int:
         raise DiagnosticError("--profile times compiled kernels: add --backend=native")
     if args.threads != 1 and args.backend != "native":
         raise DiagnosticError("--threads applies to compiled code: add --backend=native")
+    if args.cache_dir is not None and (args.backend != "native" or args.profile):
+        raise DiagnosticError("--cache-dir keeps compiled kernels of a native build: add --backend=native "
+                              "(without --profile)")
     if args.backend == "native":
         if args.entry != "main":
             raise DiagnosticError("--backend=native runs `main` only")
@@ -308,7 +313,7 @@ def run(args: argparse.Namespace) -> int:
             outputs = result.outputs
         else:
             from irtool.driver import build
-            outputs = flatten_value(build(mod, threads=args.threads)(**inputs))
+            outputs = flatten_value(build(mod, threads=args.threads, cache_dir=args.cache_dir)(**inputs))
     else:
         outputs = flatten_value(run_function(mod, inputs, args.entry))
     for i, array in enumerate(outputs):
