@@ -18,6 +18,7 @@ import numpy as np
 from irtool.analysis.unify import substitute
 from irtool.codegen.boxes import (DATA, DIMS, NEW_BOX, STATUS_SHAPE_MISMATCH, element_align, header_bytes,
                                   row_bytes)
+from irtool.codegen.in_place import in_place_twin, read_once
 from irtool.codegen.objects import (ADT_FIELDS, ALLOC, CLOSURE_FIELDS, CODE, MAX_STACK_FRAME, REF_FIELDS, RELEASE,
                                     STATUS_NO_MATCH, STATUS_STACK_OVERFLOW, TAG, Leaf, Obj, field_offsets,
                                     inline_align, leaves_of, nbytes)
@@ -125,6 +126,10 @@ class FunctionBuilder:
         self.param_values: list[str] = []
         self.carry_offsets: dict[int, tuple[int, int]] = {}
         self.carry_size = 0
+        # Parameters updated in place (irtool/codegen/in_place.py): their one carry buffer, and
+        # the kernel calls that update it, each with its in-place twin.
+        self.in_place_offsets: dict[int, int] = {}
+        self.in_place_calls: dict[int, str] = {}
         self.results: tuple[Leaf, ...] = ()
         self.result_dests: tuple[LV | None, ...] = ()
 
@@ -775,12 +780,31 @@ class FunctionBuilder:
         flags = batch_flags(func)
         if any(flags):
             return self.rows_call(name, func, inputs, out_leaves, flags)
+        twin = self.in_place_calls.get(id(node))
+        if twin is not None:
+            assert dests is not None and dests[0] is not None
+            return (self.update_in_place(twin, inputs, dests[0]),)
         outs = [d if d is not None else self.temp(leaf)  # type: ignore[arg-type]
                 for leaf, d in zip(out_leaves, dests if dests is not None else [None] * len(out_leaves))]
         self.prog.kernel(name, [lv.align for lv in inputs + outs])
         call_args = ", ".join(f"ptr {lv.value}" for lv in inputs + outs)
         self.check_status(self.emit(f"call i32 @{self.prog.kernel_symbol(name)}({call_args})"))
         return tuple(outs)
+
+    def update_in_place(self, twin: str, inputs: list[LV], dest: LV) -> LV:
+        """The kernel's in-place twin on `dest`, which must first hold the data (`inputs[0]`): a
+        copy when it does not yet (the loop's first iteration), nothing when it is the data."""
+        copy, ready = self.label("copy"), self.label("in_place")
+        self.condbr(self.emit(f"icmp eq ptr {inputs[0].value}, {dest.value}"), ready, copy)
+        self.start(copy)
+        self.memcpy(dest, inputs[0])
+        self.br(ready)
+        self.start(ready)
+        rest = inputs[1:] + [dest]
+        self.prog.kernel(twin, [lv.align for lv in rest])
+        call_args = ", ".join(f"ptr {lv.value}" for lv in rest)
+        self.check_status(self.emit(f"call i32 @{self.prog.kernel_symbol(twin)}({call_args})"))
+        return dest
 
     def rows_call(self, name: str, func: PrimFunc, inputs: list[LV], out_leaves: tuple[Leaf, ...],
                   flags: tuple[int, ...]) -> Value:
@@ -926,7 +950,8 @@ class FunctionBuilder:
         tensor parameter has two carry buffers; a new value is computed into the one not holding
         the current value (so no argument overwrites another before it is read), a parameter
         passed on unchanged keeps its buffer, and object arguments are retained for the next
-        iteration, whose parameters the loop owns."""
+        iteration, whose parameters the loop owns. A parameter whose new value is an update with
+        an in-place twin of its last read (`in_place.py`) has one buffer, updated in place."""
         self.loop = True
         places: list[LV | None] = []
         flips: list[tuple[int, str]] = []
@@ -934,6 +959,17 @@ class FunctionBuilder:
         k = 0
         for p, a in zip(self.func.params, node.args):
             mine: list[LV | None] = []
+            update = in_place_twin(self.prog.mod, a)
+            if update is not None and update[1] is p and len(self.leaves(p)) == 1 \
+                    and read_once(self.func.body, node, p):   # the update writes the buffer holding p
+                self.in_place_calls[id(a)] = update[0]
+                leaf = self.leaves(p)[0]
+                assert isinstance(leaf, TensorType)
+                places.append(LV(self.emit(f"getelementptr inbounds i8, ptr %carry, i64 {self.in_place_buffer(k, leaf)}"),
+                                 leaf, 64))
+                arg_dests.append((places[-1],))
+                k += 1
+                continue
             for leaf in self.leaves(p):
                 if isinstance(leaf, TensorType) and a is not p:
                     flip = self.emit(f"load i1, ptr %flip{k}, align 1")
@@ -974,6 +1010,14 @@ class FunctionBuilder:
             pair = self.carry_offsets[k] = (first, second)
             self.carry_size = second + nbytes(leaf)
         return pair
+
+    def in_place_buffer(self, k: int, leaf: TensorType) -> int:
+        """The offset of parameter `k`'s one carry buffer, updated in place by every iteration."""
+        at = self.in_place_offsets.get(k)
+        if at is None:
+            at = self.in_place_offsets[k] = (self.carry_size + 63) // 64 * 64
+            self.carry_size = at + nbytes(leaf)
+        return at
 
     def inline(self, node: Call, fn: Function, args: list[Value], dests: tuple[LV | None, ...] | None) -> None:
         """A function literal called where it is written: its body, with the parameters bound."""
