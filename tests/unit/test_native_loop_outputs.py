@@ -29,6 +29,7 @@ from onnx import helper, numpy_helper  # noqa: E402
 
 from irtool.frontend.onnx import import_model  # noqa: E402
 from support.onnx_cases import assert_outputs, onnxruntime_outputs  # noqa: E402
+from support.onnx_graphs import build  # noqa: E402
 
 OPTIONS = TargetOptions(opt_level=0, cpu="x86-64", triple="x86_64-unknown-linux-gnu")
 RNG = np.random.default_rng(151)
@@ -41,14 +42,10 @@ def _layer(op: str, gates: int, embed: bool = True) -> tuple[IRModule, onnx.Mode
     inits = {"w": RNG.standard_normal((1, gates * HIDDEN, WIDTH)).astype(f),
              "r": RNG.standard_normal((1, gates * HIDDEN, HIDDEN)).astype(f) * 0.3,
              "b": RNG.standard_normal((1, 2 * gates * HIDDEN)).astype(f)}
-    outputs = ["y", "yh"] + (["yc"] if op == "LSTM" else [])
-    node = helper.make_node(op, ["x", "w", "r", "b"], outputs, hidden_size=HIDDEN)
+    outputs = ("y", "yh") + (("yc",) if op == "LSTM" else ())
     x = RNG.standard_normal((STEPS, BATCH, WIDTH)).astype(f)
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape)],
-                              [helper.make_empty_tensor_value_info(o) for o in outputs],
-                              [numpy_helper.from_array(a, n) for n, a in inits.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
+    model = build([helper.make_node(op, ["x", "w", "r", "b"], list(outputs), hidden_size=HIDDEN)], {"x": x}, inits,
+                  outputs, opset=17)
     return import_model(model, embed_params=embed).module, model, {"x": x}
 
 
