@@ -18,6 +18,7 @@ import numpy as np
 from irtool.analysis.unify import substitute
 from irtool.codegen.boxes import (DATA, DIMS, NEW_BOX, STATUS_SHAPE_MISMATCH, element_align, header_bytes,
                                   row_bytes)
+from irtool.codegen.captures import only_called
 from irtool.codegen.in_place import in_place_twin, read_once
 from irtool.codegen.objects import (ADT_FIELDS, ALLOC, CLOSURE_FIELDS, CODE, MAX_STACK_FRAME, REF_FIELDS, RELEASE,
                                     STATUS_NO_MATCH, STATUS_STACK_OVERFLOW, TAG, Leaf, Obj, field_offsets,
@@ -89,6 +90,7 @@ class Instance:
     subst: Subst
     captures: list[Var] = field(default_factory=list)
     self_var: Var | None = None   # a `let`-bound literal's own variable (a recursive closure)
+    borrows: bool = False         # captured tensors are pointers, not copies (captures.py)
 
 
 def has_type_vars(t: Type) -> bool:
@@ -96,6 +98,14 @@ def has_type_vars(t: Type) -> bool:
 
 
 Task = Callable[[], None]
+
+
+def capture_offsets(leaves: tuple[Leaf, ...], borrowed: bool) -> tuple[list[int], int]:
+    """The offsets of a closure's captured leaves and its size: inline (`field_offsets`), or one
+    pointer each when its tensors are borrowed."""
+    if not borrowed:
+        return field_offsets(leaves, CLOSURE_FIELDS)
+    return [CLOSURE_FIELDS + 8 * k for k in range(len(leaves))], CLOSURE_FIELDS + 8 * len(leaves)
 
 
 class FunctionBuilder:
@@ -118,6 +128,7 @@ class FunctionBuilder:
         self.owned: list[str] = []            # slots of object references this activation holds
         self.tail: set[int] = set()
         self.recursive_lets: dict[int, Var] = {}
+        self.borrowing: set[int] = set()      # literals that borrow their captured tensors
         self.instantiations: dict[int, Subst] = {}
         self.callees: set[str] = prog.calls.setdefault(inst.symbol, set())
         # Self tail calls: the parameters live in slots, tensor arguments in two carry buffers.
@@ -352,8 +363,13 @@ class FunctionBuilder:
     def bind_captures(self) -> None:
         inst = self.inst
         leaves = tuple(leaf for v in inst.captures for leaf in self.leaves(v))
-        offsets, _ = field_offsets(leaves, CLOSURE_FIELDS)
-        value = self.load_leaves("%env", leaves, offsets)
+        offsets, _ = capture_offsets(leaves, inst.borrows)
+        if inst.borrows:
+            value = tuple(LV(self.emit(f"load ptr, ptr {self.field_ptr('%env', off)}, align 8"), leaf,
+                             8 if isinstance(leaf, Obj) else max(1, element_bytes(leaf.dtype)))
+                          for leaf, off in zip(leaves, offsets))
+        else:
+            value = self.load_leaves("%env", leaves, offsets)
         at = 0
         for v in inst.captures:
             n = len(self.leaves(v))
@@ -526,6 +542,8 @@ class FunctionBuilder:
     def eval_let(self, node: Let, dests: tuple[LV | None, ...] | None) -> None:
         if isinstance(node.value, Function) and any(v is node.var for v in free_vars(node.value)):
             self.recursive_lets[id(node.value)] = node.var
+        if only_called(node):
+            self.borrowing.add(id(node.value))
 
         def body() -> None:
             self.bind(node.var, self.coerce_all(self.vals.pop(), self.leaves(node.var)))
@@ -1057,7 +1075,7 @@ class FunctionBuilder:
                                  "is not given by a call it is passed to", func)
             subst.update(own)
         self_var = self.recursive_lets.get(id(func))
-        inst = self.prog.lambda_instance(func, subst, self_var)
+        inst = self.prog.lambda_instance(func, subst, self_var, id(func) in self.borrowing)
         self.prog.function_values.add(inst.symbol)
         values = []
         for v in inst.captures:
@@ -1066,10 +1084,16 @@ class FunctionBuilder:
                 raise self.error(f"%{v.name_hint}, which this function captures, has no value here", func)
             values.extend(hit)
         leaves = tuple(lv.leaf for lv in values)
-        offsets, size = field_offsets(leaves, CLOSURE_FIELDS)
-        obj = self.alloc(size, self.prog.drop(("closure", leaves), leaves, offsets))
+        offsets, size = capture_offsets(leaves, inst.borrows)
+        obj = self.alloc(size, self.prog.drop(("closure", inst.borrows, leaves), leaves, offsets))
         self.do(f"store ptr @{inst.symbol}, ptr {self.field_ptr(obj, CODE)}, align 8")
-        self.store_leaves(obj, tuple(values), offsets)
+        if inst.borrows:   # tensors as pointers to where they are, objects retained
+            for lv, off in zip(values, offsets):
+                if isinstance(lv.leaf, Obj):
+                    self.retain(lv.value)
+                self.do(f"store ptr {lv.value}, ptr {self.field_ptr(obj, off)}, align 8")
+        else:
+            self.store_leaves(obj, tuple(values), offsets)
         t = self.type_of(func)
         if isinstance(t, FuncType) and t.type_params:
             t = substitute(FuncType(t.arg_types, t.ret_type), subst)

@@ -201,3 +201,53 @@ def @main(%x: Tensor[(2, 4), float32]) {{
         for a, b in zip(flatten_value(run_function(altered, {"x": x})), flatten_value(run_function(mod, {"x": x})),
                         strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def _let(text: str) -> Let:
+    mod = parse(HEADER + text, "t.relay")
+    (let,) = [n for n in post_order(mod["main"]) if isinstance(n, Let) and n.var.name_hint == "f"]
+    return let
+
+
+@pytest.mark.parametrize("use,borrowed", [
+    ("%f(%x)", True),                                       # called only
+    ("%f(%f(%x))", True),
+    ("%f", False),                                          # the result
+    ("ref_read(ref(%f))(%x)", False),                       # stored in a reference
+    ("(fn (%y: Tensor[(2,), float32]) { %f(%y) })(%x)", False),   # captured by another literal
+])
+def test_a_closure_borrows_its_captures_only_when_its_variable_is_only_called(use: str, borrowed: bool) -> None:
+    from irtool.codegen.captures import only_called
+    text = f"""
+def @main(%x: Tensor[(2,), float32], %w: Tensor[(2,), float32]) {{
+  let %f = fn (%v: Tensor[(2,), float32]) -> Tensor[(2,), float32] {{ add(%v, %w) }};
+  {use}
+}}
+"""
+    assert only_called(_let(text)) is borrowed
+
+
+ESCAPING = """
+def @main(%x: Tensor[(5, 3), float32]) -> Tensor[(5, 3), float32] {
+  let %f = fn (%i: int64) -> Tensor[(5, 3), float32] { add(%x, cast(%i, dtype="float32")) };
+  let %r = ref(%f);
+  %0 = ref_read(%r);
+  %0(2i64)
+}
+"""
+
+
+@pytest.mark.parametrize("text,borrowed", [(LAST, True), (ESCAPING, False)])
+def test_a_loop_closure_holds_pointers_to_its_captures_an_escaping_one_copies(text: str, borrowed: bool) -> None:
+    """The loop's closure object is its header and a pointer to %x (5 x 3 floats it reads); a
+    closure stored in a reference, which may outlive its maker, holds a copy of %x. Both runs
+    equal the interpreter's."""
+    mod = parse(HEADER + text, "t.relay")
+    x = RNG.standard_normal((5, 3)).astype(np.float32)
+    for g, w in zip(flatten_value(irtool.build(mod)(x=x)), flatten_value(run_function(mod, {"x": x})), strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-6)
+    ir = generate_module(prepare(parse(HEADER + text, "t.relay"), OPTIONS), "t", OPTIONS).ir
+    main = re.search(r"^define internal i32 @t_fn_main.*?^}$", ir, re.S | re.M)
+    assert main is not None
+    closure = int(re.findall(r"call ptr @irtool_rt_alloc\(i64 (\d+),", main.group(0))[0])
+    assert closure == 24 + 8 if borrowed else closure >= 24 + 60   # the header, then %x's pointer or data
