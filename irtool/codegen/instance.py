@@ -977,15 +977,10 @@ class FunctionBuilder:
         k = 0
         for p, a in zip(self.func.params, node.args):
             mine: list[LV | None] = []
-            update = in_place_twin(self.prog.mod, a)
-            if update is not None and update[1] is p and len(self.leaves(p)) == 1 \
-                    and read_once(self.func.body, node, p):   # the update writes the buffer holding p
-                self.in_place_calls[id(a)] = update[0]
-                leaf = self.leaves(p)[0]
-                assert isinstance(leaf, TensorType)
-                places.append(LV(self.emit(f"getelementptr inbounds i8, ptr %carry, i64 {self.in_place_buffer(k, leaf)}"),
-                                 leaf, 64))
-                arg_dests.append((places[-1],))
+            own = self.updated_in_place(node, p, a, k)
+            if own is not None:
+                places.append(own)
+                arg_dests.append((own,))
                 k += 1
                 continue
             for leaf in self.leaves(p):
@@ -1028,6 +1023,18 @@ class FunctionBuilder:
             pair = self.carry_offsets[k] = (first, second)
             self.carry_size = second + nbytes(leaf)
         return pair
+
+    def updated_in_place(self, call: Call, p: Var, a: Expr, k: int) -> LV | None:
+        """The one carry buffer of parameter `p` (leaf `k`) when the tail call's argument `a` is
+        an update of `p` in place (`in_place.py`); the update is then its in-place twin."""
+        update = in_place_twin(self.prog.mod, a)
+        leaves = self.leaves(p)
+        if update is None or update[1] is not p or len(leaves) != 1 or not isinstance(leaves[0], TensorType) \
+                or not read_once(self.func.body, call, p):
+            return None
+        self.in_place_calls[id(a)] = update[0]
+        at = self.in_place_buffer(k, leaves[0])
+        return LV(self.emit(f"getelementptr inbounds i8, ptr %carry, i64 {at}"), leaves[0], 64)
 
     def in_place_buffer(self, k: int, leaf: TensorType) -> int:
         """The offset of parameter `k`'s one carry buffer, updated in place by every iteration."""
