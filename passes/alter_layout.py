@@ -12,8 +12,9 @@ is computed from constants only (a weight passed in at run time is packed faster
 inside the kernel than by a separate `layout_transform` on every call: measured 0.92x vs 1.0x).
 A weight that is a `let`-bound variable (a loop body's captured weight: a recurrent layer's R)
 whose value is computed from constants and that only dense products read is evaluated here and
-bound as a packed constant instead, for any number of rows: the loop reads it once per iteration from cache, where panels
-beat streaming W (4 x 128 . 512 x 128: 6.6 us against 16.2 us per product on znver3).
+bound as a packed constant instead, for any number of rows: the loop reads it once per
+iteration from cache, where panels beat streaming W (4 x 128 . 512 x 128: 6.6 us against
+16.2 us per product on znver3).
 Depthwise convolutions keep OIHW (their schedule vectorizes along the output row). An int8
 conv (uint8 data, int8 weight, int32 result, ungrouped) gets `OIHW{L}o4i`: the four input
 channels that schedules/int8.py packs into one word are adjacent bytes, so its per-call word
@@ -124,12 +125,12 @@ def dense_weight_layout(call: Call, tile: RegisterTile) -> str | None:
 def packed_bindings(root: Expr, tile: RegisterTile) -> dict[int, Var]:
     """The `let`-bound weights to bind packed (see the module doc): variable id -> the packed
     variable that replaces it."""
-    values = {id(n.var): n.value for n in post_order(root) if isinstance(n, Let)}
+    bound = {id(n.var) for n in post_order(root) if isinstance(n, Let)}
     uses: dict[int, int] = {}
     dense_uses: dict[int, int] = {}
     for node in post_order(root):
         for k, child in enumerate(node.children()):
-            if isinstance(child, Var) and id(child) in values and not (isinstance(node, Let) and child is node.var):
+            if isinstance(child, Var) and id(child) in bound and not (isinstance(node, Let) and child is node.var):
                 uses[id(child)] = uses.get(id(child), 0) + 1
                 if k == 2 and _is_op(node, "nn.dense") and _dense_packable(node, tile):  # children: op, x, w
                     dense_uses[id(child)] = dense_uses.get(id(child), 0) + 1
@@ -224,5 +225,6 @@ class AlterLayoutPass(ModulePass):
         tile = RegisterTile(self.lanes, host.rows) if self.lanes else host
         out = mod.copy()
         for name, func in mod.relay_functions():
-            out.functions[name] = BlockedWeights(tile.lanes, tile, packed_bindings(func, tile)).visit(func)  # type: ignore[assignment]
+            blocked = BlockedWeights(tile.lanes, tile, packed_bindings(func, tile))
+            out.functions[name] = blocked.visit(func)  # type: ignore[assignment]
         return out
