@@ -799,9 +799,9 @@ class FunctionBuilder:
         if any(flags):
             return self.rows_call(name, func, inputs, out_leaves, flags)
         twin = self.in_place_calls.get(id(node))
-        if twin is not None:
-            assert dests is not None and dests[0] is not None
-            return (self.update_in_place(twin, inputs, dests[0]),)
+        if twin is not None:   # into the parameter's own buffer (or, read first elsewhere, a temporary)
+            dest = dests[0] if dests is not None else None
+            return (self.update_in_place(twin, inputs, dest or self.temp(out_leaves[0])),)  # type: ignore[arg-type]
         outs = [d if d is not None else self.temp(leaf)  # type: ignore[arg-type]
                 for leaf, d in zip(out_leaves, dests if dests is not None else [None] * len(out_leaves))]
         self.prog.kernel(name, [lv.align for lv in inputs + outs])

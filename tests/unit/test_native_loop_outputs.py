@@ -120,15 +120,17 @@ def _loop_ir(text: str) -> str:
 
 HEADER = '#[version = "0.0.5"]\n'
 # A loop collecting 2 * x[i] + 1 in %y. In LAST, the scatter is the last read of %y in a step;
-# in READ_AFTER, the next argument reads %y after it (the old %y, as every value is pure).
+# in READ_AFTER, the next argument reads %y after it (the old %y, as every value is pure). The
+# updated %1 may be read again: by the argument after it (SHARED_AFTER), or by one before it,
+# which evaluates the update first, into a temporary that the twin's copy fills (SHARED_BEFORE).
 LOOP = """
 def @main(%x: Tensor[(5, 3), float32]) -> (Tensor[(5, 3), float32], Tensor[(5, 3), float32]) {{
-  let %loop = fn (%i: int64, %y: Tensor[(5, 3), float32], %z: Tensor[(5, 3), float32])
+  let %loop = fn (%i: int64, {first}: Tensor[(5, 3), float32], {second}: Tensor[(5, 3), float32])
       -> (Tensor[(5, 3), float32], Tensor[(5, 3), float32]) {{
     if (less(%i, 5i64)) {{
       %0 = add(multiply(take(%x, %i, axis=0), 2f), 1f);
       %1 = scatter_nd(%y, reshape(%i, newshape=[1]), %0);
-      %loop(add(%i, 1i64), %1, {z})
+      %loop(add(%i, 1i64), {args})
     }} else {{
       (%y, %z)
     }}
@@ -136,11 +138,14 @@ def @main(%x: Tensor[(5, 3), float32]) -> (Tensor[(5, 3), float32], Tensor[(5, 3
   %loop(0i64, full(7f, shape=[5, 3], dtype="float32"), zeros(shape=[5, 3], dtype="float32"))
 }}
 """
-LAST = LOOP.format(z="add(%z, 1f)")
-READ_AFTER = LOOP.format(z="add(%z, %y)")
+LAST = LOOP.format(first="%y", second="%z", args="%1, add(%z, 1f)")
+READ_AFTER = LOOP.format(first="%y", second="%z", args="%1, add(%z, %y)")
+SHARED_AFTER = LOOP.format(first="%y", second="%z", args="%1, add(%1, %z)")
+SHARED_BEFORE = LOOP.format(first="%z", second="%y", args="add(%1, 0.5f), %1")
 
 
-@pytest.mark.parametrize("text,in_place", [(LAST, True), (READ_AFTER, False)])
+@pytest.mark.parametrize("text,in_place", [(LAST, True), (READ_AFTER, False), (SHARED_AFTER, True),
+                                           (SHARED_BEFORE, True)])
 def test_the_update_is_in_place_only_when_the_buffer_is_dead(text: str, in_place: bool) -> None:
     """Native results equal the interpreter's in both loops; the step calls the in-place twin
     (after copying the caller's initial buffer in on the first iteration only) exactly when
@@ -157,7 +162,7 @@ def test_the_update_is_in_place_only_when_the_buffer_is_dead(text: str, in_place
     twin_calls = re.findall(r"call i32 @t_fused_scatter_nd_in_place\(", loop)
     whole_calls = re.findall(r"call i32 @t_fused_scatter_nd\(", loop)
     assert (len(twin_calls), len(whole_calls)) == ((1, 0) if in_place else (0, 1))
-    if in_place:   # the one copy of all rows is behind the test that %y is not yet the buffer
+    if text is LAST:   # the one copy of all rows is behind the test that %y is not yet the buffer
         copy = re.search(r"icmp eq ptr (%\w+), (%\w+)\n.*?br i1 %\w+, label %(in_place\d+), label %(copy\d+)\n"
                          r"\4:\n  call void @llvm\.memcpy[^\n]*i64 60,", loop, re.S)
         assert copy is not None, loop
