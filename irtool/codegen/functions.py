@@ -129,12 +129,12 @@ class ProgramBuilder:
             self.queue.append(inst)
         return inst
 
-    def lambda_instance(self, func: Function, subst: Subst, self_var: Var | None) -> Instance:
+    def lambda_instance(self, func: Function, subst: Subst, self_var: Var | None, borrows: bool) -> Instance:
         key = ("lambda", id(func), _subst_key(subst))
         inst = self.instances.get(key)
         if inst is None:
             captures = [v for v in free_vars(func) if v is not self_var]
-            inst = Instance(self.fresh_symbol("lambda"), func, dict(subst), captures, self_var)
+            inst = Instance(self.fresh_symbol("lambda"), func, dict(subst), captures, self_var, borrows)
             self.instances[key] = inst
             self.queue.append(inst)
         return inst

@@ -18,6 +18,8 @@ import numpy as np
 from irtool.analysis.unify import substitute
 from irtool.codegen.boxes import (DATA, DIMS, NEW_BOX, STATUS_SHAPE_MISMATCH, element_align, header_bytes,
                                   row_bytes)
+from irtool.codegen.captures import only_called
+from irtool.codegen.in_place import in_place_twin, read_once
 from irtool.codegen.objects import (ADT_FIELDS, ALLOC, CLOSURE_FIELDS, CODE, MAX_STACK_FRAME, REF_FIELDS, RELEASE,
                                     STATUS_NO_MATCH, STATUS_STACK_OVERFLOW, TAG, Leaf, Obj, field_offsets,
                                     inline_align, leaves_of, nbytes)
@@ -89,6 +91,7 @@ class Instance:
     subst: Subst
     captures: list[Var] = field(default_factory=list)
     self_var: Var | None = None   # a `let`-bound literal's own variable (a recursive closure)
+    borrows: bool = False         # captured tensors are pointers, not copies (captures.py)
 
 
 def has_type_vars(t: Type) -> bool:
@@ -96,6 +99,14 @@ def has_type_vars(t: Type) -> bool:
 
 
 Task = Callable[[], None]
+
+
+def capture_offsets(leaves: tuple[Leaf, ...], borrowed: bool) -> tuple[list[int], int]:
+    """The offsets of a closure's captured leaves and its size: inline (`field_offsets`), or one
+    pointer each when its tensors are borrowed."""
+    if not borrowed:
+        return field_offsets(leaves, CLOSURE_FIELDS)
+    return [CLOSURE_FIELDS + 8 * k for k in range(len(leaves))], CLOSURE_FIELDS + 8 * len(leaves)
 
 
 class FunctionBuilder:
@@ -118,6 +129,7 @@ class FunctionBuilder:
         self.owned: list[str] = []            # slots of object references this activation holds
         self.tail: set[int] = set()
         self.recursive_lets: dict[int, Var] = {}
+        self.borrowing: set[int] = set()      # literals that borrow their captured tensors
         self.instantiations: dict[int, Subst] = {}
         self.callees: set[str] = prog.calls.setdefault(inst.symbol, set())
         # Self tail calls: the parameters live in slots, tensor arguments in two carry buffers.
@@ -126,6 +138,10 @@ class FunctionBuilder:
         self.param_values: list[str] = []
         self.carry_offsets: dict[int, tuple[int, int]] = {}
         self.carry_size = 0
+        # Parameters updated in place (irtool/codegen/in_place.py): their one carry buffer, and
+        # the kernel calls that update it, each with its in-place twin.
+        self.in_place_offsets: dict[int, int] = {}
+        self.in_place_calls: dict[int, str] = {}
         self.results: tuple[Leaf, ...] = ()
         self.result_dests: tuple[LV | None, ...] = ()
 
@@ -348,8 +364,13 @@ class FunctionBuilder:
     def bind_captures(self) -> None:
         inst = self.inst
         leaves = tuple(leaf for v in inst.captures for leaf in self.leaves(v))
-        offsets, _ = field_offsets(leaves, CLOSURE_FIELDS)
-        value = self.load_leaves("%env", leaves, offsets)
+        offsets, _ = capture_offsets(leaves, inst.borrows)
+        if inst.borrows:
+            value = tuple(LV(self.emit(f"load ptr, ptr {self.field_ptr('%env', off)}, align 8"), leaf,
+                             8 if isinstance(leaf, Obj) else max(1, element_bytes(leaf.dtype)))
+                          for leaf, off in zip(leaves, offsets))
+        else:
+            value = self.load_leaves("%env", leaves, offsets)
         at = 0
         for v in inst.captures:
             n = len(self.leaves(v))
@@ -522,6 +543,8 @@ class FunctionBuilder:
     def eval_let(self, node: Let, dests: tuple[LV | None, ...] | None) -> None:
         if isinstance(node.value, Function) and any(v is node.var for v in free_vars(node.value)):
             self.recursive_lets[id(node.value)] = node.var
+        if only_called(node):
+            self.borrowing.add(id(node.value))
 
         def body() -> None:
             self.bind(node.var, self.coerce_all(self.vals.pop(), self.leaves(node.var)))
@@ -776,12 +799,31 @@ class FunctionBuilder:
         flags = batch_flags(func)
         if any(flags):
             return self.rows_call(node, name, func, inputs, out_leaves, flags)
+        twin = self.in_place_calls.get(id(node))
+        if twin is not None:   # into the parameter's own buffer (or, read first elsewhere, a temporary)
+            dest = dests[0] if dests is not None else None
+            return (self.update_in_place(twin, inputs, dest or self.temp(out_leaves[0])),)  # type: ignore[arg-type]
         outs = [d if d is not None else self.temp(leaf)  # type: ignore[arg-type]
                 for leaf, d in zip(out_leaves, dests if dests is not None else [None] * len(out_leaves))]
         self.prog.kernel(name, [lv.align for lv in inputs + outs])
         call_args = ", ".join(f"ptr {lv.value}" for lv in inputs + outs)
         self.check_status(self.emit(f"call i32 @{self.prog.kernel_symbol(name)}({call_args})"))
         return tuple(outs)
+
+    def update_in_place(self, twin: str, inputs: list[LV], dest: LV) -> LV:
+        """The kernel's in-place twin on `dest`, which must first hold the data (`inputs[0]`): a
+        copy when it does not yet (the loop's first iteration), nothing when it is the data."""
+        copy, ready = self.label("copy"), self.label("in_place")
+        self.condbr(self.emit(f"icmp eq ptr {inputs[0].value}, {dest.value}"), ready, copy)
+        self.start(copy)
+        self.memcpy(dest, inputs[0])
+        self.br(ready)
+        self.start(ready)
+        rest = inputs[1:] + [dest]
+        self.prog.kernel(twin, [lv.align for lv in rest])
+        call_args = ", ".join(f"ptr {lv.value}" for lv in rest)
+        self.check_status(self.emit(f"call i32 @{self.prog.kernel_symbol(twin)}({call_args})"))
+        return dest
 
     def rows_call(self, node: Call, name: str, func: PrimFunc, inputs: list[LV], out_leaves: tuple[Leaf, ...],
                   flags: tuple[int, ...]) -> Value:
@@ -935,7 +977,8 @@ class FunctionBuilder:
         tensor parameter has two carry buffers; a new value is computed into the one not holding
         the current value (so no argument overwrites another before it is read), a parameter
         passed on unchanged keeps its buffer, and object arguments are retained for the next
-        iteration, whose parameters the loop owns."""
+        iteration, whose parameters the loop owns. A parameter whose new value is an update with
+        an in-place twin of its last read (`in_place.py`) has one buffer, updated in place."""
         self.loop = True
         places: list[LV | None] = []
         flips: list[tuple[int, str]] = []
@@ -943,6 +986,12 @@ class FunctionBuilder:
         k = 0
         for p, a in zip(self.func.params, node.args):
             mine: list[LV | None] = []
+            own = self.updated_in_place(node, p, a, k)
+            if own is not None:
+                places.append(own)
+                arg_dests.append((own,))
+                k += 1
+                continue
             for leaf in self.leaves(p):
                 if isinstance(leaf, TensorType) and a is not p:
                     flip = self.emit(f"load i1, ptr %flip{k}, align 1")
@@ -984,6 +1033,26 @@ class FunctionBuilder:
             self.carry_size = second + nbytes(leaf)
         return pair
 
+    def updated_in_place(self, call: Call, p: Var, a: Expr, k: int) -> LV | None:
+        """The one carry buffer of parameter `p` (leaf `k`) when the tail call's argument `a` is
+        an update of `p` in place (`in_place.py`); the update is then its in-place twin."""
+        update = in_place_twin(self.prog.mod, a)
+        leaves = self.leaves(p)
+        if update is None or update[1] is not p or len(leaves) != 1 or not isinstance(leaves[0], TensorType) \
+                or not read_once(self.func.body, call, p):
+            return None
+        self.in_place_calls[id(a)] = update[0]
+        at = self.in_place_buffer(k, leaves[0])
+        return LV(self.emit(f"getelementptr inbounds i8, ptr %carry, i64 {at}"), leaves[0], 64)
+
+    def in_place_buffer(self, k: int, leaf: TensorType) -> int:
+        """The offset of parameter `k`'s one carry buffer, updated in place by every iteration."""
+        at = self.in_place_offsets.get(k)
+        if at is None:
+            at = self.in_place_offsets[k] = (self.carry_size + 63) // 64 * 64
+            self.carry_size = at + nbytes(leaf)
+        return at
+
     def inline(self, node: Call, fn: Function, args: list[Value], dests: tuple[LV | None, ...] | None) -> None:
         """A function literal called where it is written: its body, with the parameters bound."""
         self.scopes.append({})
@@ -1022,7 +1091,7 @@ class FunctionBuilder:
                                  "is not given by a call it is passed to", func)
             subst.update(own)
         self_var = self.recursive_lets.get(id(func))
-        inst = self.prog.lambda_instance(func, subst, self_var)
+        inst = self.prog.lambda_instance(func, subst, self_var, id(func) in self.borrowing)
         self.prog.function_values.add(inst.symbol)
         values = []
         for v in inst.captures:
@@ -1031,10 +1100,16 @@ class FunctionBuilder:
                 raise self.error(f"%{v.name_hint}, which this function captures, has no value here", func)
             values.extend(hit)
         leaves = tuple(lv.leaf for lv in values)
-        offsets, size = field_offsets(leaves, CLOSURE_FIELDS)
-        obj = self.alloc(size, self.prog.drop(("closure", leaves), leaves, offsets))
+        offsets, size = capture_offsets(leaves, inst.borrows)
+        obj = self.alloc(size, self.prog.drop(("closure", inst.borrows, leaves), leaves, offsets))
         self.do(f"store ptr @{inst.symbol}, ptr {self.field_ptr(obj, CODE)}, align 8")
-        self.store_leaves(obj, tuple(values), offsets)
+        if inst.borrows:   # tensors as pointers to where they are, objects retained
+            for lv, off in zip(values, offsets):
+                if isinstance(lv.leaf, Obj):
+                    self.retain(lv.value)
+                self.do(f"store ptr {lv.value}, ptr {self.field_ptr(obj, off)}, align 8")
+        else:
+            self.store_leaves(obj, tuple(values), offsets)
         t = self.type_of(func)
         if isinstance(t, FuncType) and t.type_params:
             t = substitute(FuncType(t.arg_types, t.ret_type), subst)

@@ -22,6 +22,7 @@ from irtool.ir.types import TensorType, TupleType
 from irtool.ir.visitor import post_order
 from irtool.lower.batch import is_batched, is_dynamic, lower_batched
 from irtool.lower.rules import compute_rule
+from irtool.lower.rules.indexing import IN_PLACE, in_place_part
 from irtool.lower.primitive import LoweredPrimitive, flatten_type, lower_primitive, type_of
 from irtool.ops.registry import get_op
 from irtool.core.diagnostics import DiagnosticError
@@ -195,6 +196,9 @@ class ModuleLowering:
         lowered = lower_primitive(fn)
         # What memory planning must still know of the group (element-wise? a concatenation?).
         facts.update(kernel_facts(fn))
+        twin = in_place_part(fn.body, lowered.func) if isinstance(fn.body, Call) and not lowered.constants else None
+        if twin is not None:   # native loops update a buffer they own in place (docs/native-relay.md)
+            facts[IN_PLACE] = self.intern(twin, [*lowered.op_names, "in_place"])
         func = lowered.func if not facts else PrimFunc(lowered.func.params, lowered.func.body,
                                                        lowered.func.attrs.with_items(**facts), lowered.func.span)
         return self.intern(func, lowered.op_names), lowered

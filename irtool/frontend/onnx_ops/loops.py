@@ -9,9 +9,9 @@ over the iteration number and the loop state,
 
 The interpreter runs it as written; native code turns the self tail call into a jump (constant
 stack, the state in two carry buffers; docs/native-relay.md). Shapes are static: each per-step
-output is collected in a tensor of `steps` rows that every iteration rewrites with
-`where(rows == i, output, stacked)`, one fused elementwise kernel (O(steps) per step, which keeps
-the state's type fixed; no dynamic update of a slice is needed).
+output is collected in a tensor of `steps` rows, which every iteration updates at row `i` with a
+`scatter_nd` of one row: a new value for the interpreter, a write of one row in place for native
+code, whose loop owns the buffer (O(1) per step).
 
 Values of the enclosing graph the body reads are `let`-bound in front of the loop, so that they
 are computed once, outside it, and reach the closure as captured variables.
@@ -98,10 +98,9 @@ def counted_loop(b: Builder, steps: int | None, init: Sequence[Value], step: Ste
 
 
 def _write_row(b: Builder, stacked: Value, row: Value, i: Value) -> Value:
-    """`stacked` with row `i` replaced by `row`."""
-    steps = stacked.shape[0]
-    rows = b.const(np.arange(steps, dtype=np.int64).reshape((steps,) + (1,) * row.ndim))
-    return b.call("where", [b.call("equal", [rows, i]), b.call("expand_dims", [row], axis=0, num_newaxis=1), stacked])
+    """`stacked` with row `i` replaced by `row`: a `scatter_nd` of one row, which native code
+    performs in place when `stacked` is not read afterwards (docs/native-relay.md)."""
+    return b.call("scatter_nd", [stacked, b.call("reshape", [i], newshape=(1,)), row], mode="update")
 
 
 def reversed_rows(b: Builder, x: Value, axis: int = 0) -> Value:

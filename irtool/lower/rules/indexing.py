@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from irtool.ir.expr import Call
 from irtool.ir.tir import Allocate, AssertStmt, BinaryOp, Buffer, BufferLoad, BufferStore, IfThenElse, PrimExpr, \
-    Stmt, is_float, seq
+    PrimFunc, SeqStmt, Stmt, is_float, seq
 from irtool.ir.types import Type
 from irtool.lower.rules._rule import Attrs, out_tensor_type, rule, shape_of
 from irtool.lower.schedules.tile import loop
@@ -104,7 +105,7 @@ def _scatter(x: Tensor, updates: Tensor, reduction: str, visit: Callable[[Builde
                 return seq([*checks, put(where, value)])
             return nest(updates.shape, "j", body)
         copy_in = nest(x.shape, "i", lambda i: store(i, BufferLoad(data, i)))
-        if reduction == "update":
+        if reduction == "update":   # `in_place_part` takes the second statement
             return seq([copy_in, scatter_into(store, None)])
         work = Buffer(f"{name}_work", x.shape, x.dtype)
         return Allocate(work, seq([
@@ -112,6 +113,25 @@ def _scatter(x: Tensor, updates: Tensor, reduction: str, visit: Callable[[Builde
             scatter_into(lambda i, v: BufferStore(work, i, v), lambda i: BufferLoad(work, i)),
             nest(x.shape, "i", lambda i: store(i, BufferLoad(work, i)))]))
     return Scheduled(x.shape, x.dtype, emit, name)
+
+
+# The PrimFunc attribute naming a kernel's in-place twin (`in_place_part`).
+IN_PLACE = "in_place"
+
+
+def in_place_part(fn_body: Call, func: PrimFunc) -> PrimFunc | None:
+    """The in-place twin of the kernel `func` of a lone scatter with mode update (`fn_body`, the
+    primitive function's body, over its parameters): only the writes of the updates, over every
+    buffer but the data, for a caller whose output buffer already holds the data (the copy that
+    `_scatter` emits first is then the caller's, or nothing when the data is dead after the call
+    and the output is its buffer). None for any other kernel."""
+    mode = {"scatter_nd": "mode", "scatter_elements": "reduction"}.get(getattr(fn_body.op, "name", ""))
+    if mode is None or fn_body.attrs.get(mode, "update") != "update":
+        return None
+    body = func.body
+    if not (isinstance(body, SeqStmt) and len(body.stmts) == 2 and len(func.params) == 4):
+        return None
+    return PrimFunc(func.params[1:], body.stmts[1], func.attrs, func.span)
 
 
 @rule("scatter_elements")
