@@ -57,6 +57,17 @@ def reshaped(b: Builder, x: Value, shape: Sequence[int]) -> Value:
     return b.call("reshape", [x], newshape=tuple(int(d) for d in shape))
 
 
+def regrouped(b: Builder, x: Value, lead: int, tail: Sequence[int]) -> Value:
+    """x with its first `lead` axes kept as they are and the rest regrouped into the static
+    `tail`: with static sizes a plain reshape; with symbolic (`?`) ones among the kept axes,
+    Relay's `0` (copy this axis) keeps them without knowing them."""
+    if x.tensor.is_static:
+        return reshaped(b, x, x.shape[:lead] + tuple(tail))
+    if tuple(x.dims[lead:]) == tuple(tail):
+        return x
+    return b.call("reshape", [x], newshape=(0,) * lead + tuple(int(d) for d in tail))
+
+
 def scalar(b: Builder, value: float, dtype: str) -> Value:
     """A 0-d constant of the tensor's dtype (ONNX attributes are doubles; Relay wants the dtype)."""
     return b.const(np.asarray(value, dtype=np.dtype(dtype) if dtype != "bool" else np.bool_))

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value
+from irtool.frontend.onnx_values import Builder, DynamicShape, Node, Unsupported, Value
 from irtool.frontend.onnx_ops.common import (broadcast_to, converter, norm_axis, over_axis, required, reshaped, scalar,
                                              transposed)
 
@@ -136,6 +136,8 @@ def matmul(b: Builder, a: Value, w: Value, out_dtype: str = "", transpose_b: boo
     against (1, 2)) is expanded to the full batch first."""
     if a.ndim == 0 or w.ndim == 0:
         raise Unsupported("MatMul of a scalar")
+    if not (a.tensor.is_static and w.tensor.is_static):
+        return _symbolic_matmul(b, a, w, out_dtype, transpose_b)
     a2 = reshaped(b, a, (1,) + a.shape) if a.ndim == 1 else a
     w2 = reshaped(b, w, w.shape + (1,)) if w.ndim == 1 else w
     k = a2.dims[-1]
@@ -177,3 +179,29 @@ def matmul(b: Builder, a: Value, w: Value, out_dtype: str = "", transpose_b: boo
     if w.ndim == 1:
         del shape[-1]
     return reshaped(b, out, shape)
+
+
+def _symbolic_matmul(b: Builder, a: Value, w: Value, out_dtype: str, transpose_b: bool) -> Value:
+    """`matmul` with symbolic (`?`) sizes, kept without reshapes that would need them: a 2-d
+    weight is one `nn.dense` over all the leading axes of A (native code takes them as rows), two
+    rank-3 operands are one `nn.batch_matmul`. The contracted axis must be known, and other
+    shapes (1-d operands, batches of rank 2 or more) are refused naming the symbolic axis."""
+    k_axis = a.ndim - 1
+    if not isinstance(a.dims[-1], int) or (w.ndim >= 2 and not isinstance(w.dims[-1 if transpose_b else -2], int)):
+        side, axis = (a, k_axis) if not isinstance(a.dims[-1], int) else (w, w.ndim - (1 if transpose_b else 2))
+        raise DynamicShape(f"it contracts the symbolic axis {axis} of {side.tensor}")
+    if a.ndim < 2 or w.ndim < 2:
+        raise DynamicShape(f"a 1-d operand with symbolic sizes ({a.tensor} and {w.tensor})")
+    k = a.dims[-1]
+    n, k2 = w.dims[-2:] if transpose_b else w.dims[-2:][::-1]
+    if k != k2:
+        raise Unsupported(f"MatMul of shapes {a.tensor} and {w.tensor}")
+    if w.ndim == 2 and (transpose_b or w.from_param or w.const is not None):
+        weight = w if transpose_b else transposed(b, w, (1, 0))
+        return b.call("nn.dense", [a, weight], units=n, out_dtype=out_dtype)
+    if w.ndim == 2 and a.ndim == 3:   # a right operand computed at run time: a batch of one
+        w = b.call("expand_dims", [w], axis=0)
+    if a.ndim == 3 and w.ndim == 3:
+        return b.call("nn.batch_matmul", [a, w], out_dtype=out_dtype, transpose_b=transpose_b)
+    symbolic = [f"axis {i} of {x.tensor}" for x in (a, w) for i, d in enumerate(x.dims[:-2]) if not isinstance(d, int)]
+    raise DynamicShape(f"it flattens batch axes with symbolic sizes ({', '.join(symbolic) or 'rank 2 by rank > 3'})")

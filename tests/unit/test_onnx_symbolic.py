@@ -1,0 +1,126 @@
+"""ONNX models whose inputs have several symbolic axes: imported with `?` on them, run by the
+interpreter and natively like onnxruntime at several extents; what cannot take a `?` is a
+located error naming the node (or, natively, the operator) and the axis."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import irtool  # noqa: E402
+from irtool.core.diagnostics import DiagnosticError  # noqa: E402
+from irtool.eval.interpreter import run_function  # noqa: E402
+from irtool.frontend.onnx import ImportResult, import_model  # noqa: E402
+
+D = 64
+EXTENTS = [(1, 1), (2, 33), (3, 7), (0, 5), (4, 0)]
+
+
+def _weights(seed: int, **shapes: tuple[int, ...]) -> list[onnx.TensorProto]:
+    rng = np.random.default_rng(seed)
+    return [numpy_helper.from_array((rng.standard_normal(s) / np.sqrt(s[0])).astype(np.float32), name)
+            for name, s in shapes.items()]
+
+
+def _ints(**values: object) -> list[onnx.TensorProto]:
+    return [numpy_helper.from_array(np.array(v, np.int64), name) for name, v in values.items()]
+
+
+def _floats(**values: float) -> list[onnx.TensorProto]:
+    return [numpy_helper.from_array(np.array(v, np.float32), name) for name, v in values.items()]
+
+
+def _model(nodes: list, inputs: list, outputs: list, inits: list, opset: int = 17) -> onnx.ModelProto:
+    model = helper.make_model(helper.make_graph(nodes, "g", inputs, outputs, inits),
+                              opset_imports=[helper.make_opsetid("", opset)])
+    onnx.checker.check_model(model)
+    return model
+
+
+def _x(name: str, dims: list) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, dims)
+
+
+def block(gelu: str, norm: str, reshape: str) -> onnx.ModelProto:
+    """A transformer-style block as PyTorch exports it: [N, T, 64] → MatMul + bias → GELU (the
+    `Gelu` op or its Erf form) → layer norm (the op or its ReduceMean decomposition) → residual
+    → Softmax(-1) → a Reshape merging N and T (Shape/Gather/Mul/Unsqueeze/Concat, or [-1, 64])."""
+    N = helper.make_node
+    nodes = [N("MatMul", ["x", "W"], ["mm"]), N("Add", ["mm", "B"], ["h"])]
+    if gelu == "op":
+        nodes.append(N("Gelu", ["h"], ["g"]))
+    else:
+        nodes += [N("Div", ["h", "sqrt2"], ["hd"]), N("Erf", ["hd"], ["he"]), N("Add", ["he", "one"], ["he1"]),
+                  N("Mul", ["h", "he1"], ["hm"]), N("Mul", ["hm", "half"], ["g"])]
+    if norm == "op":
+        nodes.append(N("LayerNormalization", ["g", "G", "Be"], ["ln"], axis=-1, epsilon=1e-5))
+    else:
+        nodes += [N("ReduceMean", ["g"], ["mu"], axes=[-1]), N("Sub", ["g", "mu"], ["c"]),
+                  N("Pow", ["c", "two"], ["c2"]), N("ReduceMean", ["c2"], ["var"], axes=[-1]),
+                  N("Add", ["var", "eps"], ["ve"]), N("Sqrt", ["ve"], ["sd"]), N("Div", ["c", "sd"], ["nc"]),
+                  N("Mul", ["nc", "G"], ["ng"]), N("Add", ["ng", "Be"], ["ln"])]
+    nodes += [N("Add", ["ln", "x"], ["r"]), N("Softmax", ["r"], ["s"], axis=-1)]
+    if reshape == "shape":
+        nodes += [N("Shape", ["s"], ["sh"]), N("Gather", ["sh", "i0"], ["n"], axis=0),
+                  N("Gather", ["sh", "i1"], ["t"], axis=0), N("Mul", ["n", "t"], ["nt"]),
+                  N("Unsqueeze", ["nt", "axes0"], ["ntu"]), N("Concat", ["ntu", "d"], ["target"], axis=0)]
+    else:
+        nodes.append(N("Constant", [], ["target"], value=numpy_helper.from_array(np.array([-1, D], np.int64))))
+    nodes.append(N("Reshape", ["s", "target"], ["y"]))
+    inits = (_weights(1, W=(D, D), B=(D,), G=(D,), Be=(D,))
+             + _floats(sqrt2=np.sqrt(2.0), one=1.0, half=0.5, two=2.0, eps=1e-5)
+             + _ints(i0=0, i1=1, axes0=[0], d=[D]))
+    return _model(nodes, [_x("x", ["N", "T", D])], [_x("y", [None, D])], inits, 20 if gelu == "op" else 17)
+
+
+def mlp() -> onnx.ModelProto:
+    """An MLP over [batch, items, 16]: both leading axes symbolic (one left unnamed)."""
+    N = helper.make_node
+    nodes = [N("MatMul", ["x", "W1"], ["a"]), N("Add", ["a", "B1"], ["b"]), N("Relu", ["b"], ["c"]),
+             N("MatMul", ["c", "W2"], ["d"]), N("Add", ["d", "B2"], ["e"]), N("Tanh", ["e"], ["y"])]
+    dims = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", None, 16])]
+    return _model(nodes, dims, [_x("y", ["batch", None, 8])],
+                  _weights(2, W1=(16, 40), B1=(40,), W2=(40, 8), B2=(8,)))
+
+
+def _check(model: onnx.ModelProto, imported: ImportResult, native: object, x: np.ndarray) -> None:
+    """The interpreter and native code against onnxruntime on one input."""
+    want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    got = run_function(imported.module, {"x": x, **imported.params})
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
+    np.testing.assert_allclose(native(x, *imported.params.values()), want, rtol=2e-5, atol=2e-6)  # type: ignore[operator]
+
+
+@pytest.fixture(scope="module", params=[("erf", "decomposed", "shape"), ("op", "op", "constant")],
+                ids=["erf-reducemean-shape", "gelu-layernorm-constant"])
+def transformer(request: pytest.FixtureRequest) -> tuple[onnx.ModelProto, ImportResult, object]:
+    model = block(*request.param)
+    imported = import_model(model)
+    return model, imported, irtool.build(imported.module)
+
+
+def test_a_transformer_block_keeps_both_symbolic_axes(transformer: tuple) -> None:
+    _, imported, _ = transformer
+    main = imported.module["main"]
+    assert str(main.params[0].type_annotation) == "Tensor[(?, ?, 64), float32]"
+    assert str(main.checked_type.ret_type) == "Tensor[(?, 64), float32]"
+
+
+@pytest.mark.parametrize("n, t", EXTENTS)
+def test_a_transformer_block_runs_like_onnxruntime(transformer: tuple, n: int, t: int) -> None:
+    model, imported, native = transformer
+    x = np.random.default_rng(n * 100 + t).standard_normal((n, t, D)).astype(np.float32)
+    _check(model, imported, native, x)
+
+
+@pytest.mark.parametrize("n, t", [(1, 1), (5, 32), (2, 45), (0, 3), (3, 0)])
+def test_an_mlp_over_a_symbolic_batch_and_middle_axis_runs_like_onnxruntime(n: int, t: int) -> None:
+    model = mlp()
+    imported = import_model(model)
+    assert str(imported.module["main"].params[0].type_annotation) == "Tensor[(?, ?, 16), float32]"
+    x = np.random.default_rng(t).standard_normal((n, t, 16)).astype(np.float32)
+    _check(model, imported, irtool.build(imported.module), x)
