@@ -23,9 +23,9 @@ from irtool.ir.types import TensorType
 
 
 def reads_sizes(op_type: str, inputs: list[Value | None]) -> bool:
-    """Whether the node goes through `convert`: a Shape of a tensor with `?` axes, or any node
+    """Whether the node goes through `convert`: a Shape or Size of a tensor with `?` axes, or any node
     reading such a shape."""
-    if op_type == "Shape" and inputs and inputs[0] is not None and not inputs[0].tensor.is_static:
+    if op_type in ("Shape", "Size") and inputs and inputs[0] is not None and not inputs[0].tensor.is_static:
         return True
     return any(v is not None and v.sizes is not None for v in inputs)
 
@@ -68,6 +68,13 @@ def _shape(b: Builder, node: Node) -> Value:
     start, end = int(node.attr("start", 0)), node.attr("end")  # type: ignore[call-overload]
     entries = [Size(d) if isinstance(d, int) else Size(1, (d,)) for d in x.dims]
     return _sized(b, entries[start:None if end is None else int(end)])  # type: ignore[call-overload]
+
+
+def _size(b: Builder, node: Node) -> Value:
+    product = Size(1)
+    for e in _entries(_shape(b, node), "data"):
+        product = product.times(e)
+    return _sized(b, [product], scalar=True)
 
 
 def _gather(b: Builder, node: Node) -> Value:
@@ -118,6 +125,18 @@ def _mul(b: Builder, node: Node) -> Value:
     return _sized(b, [p.times(q) for p, q in zip(left, right)], scalar=_is_scalar(x) and _is_scalar(y))
 
 
+def _div(b: Builder, node: Node) -> Value:
+    """A division by a constant that divides the integer factor (the element count over a
+    row's size, as `-1` would infer it)."""
+    x, y = required(node, 0, "A"), required(node, 1, "B")
+    divisors = [e.factor for e in _entries(y, "B") if not e.symbols]
+    entries = _entries(x, "A")
+    if y.sizes is not None or len(divisors) != 1 or not divisors[0] or any(e.factor % divisors[0] for e in entries):
+        raise DynamicShape("it divides a shape read from a tensor with symbolic axes by something other than "
+                           "a constant that divides it")
+    return _sized(b, [Size(e.factor // divisors[0], e.symbols) for e in entries], scalar=_is_scalar(x))
+
+
 def _identity(b: Builder, node: Node) -> Value:
     x = required(node, 0, "input")
     if node.op_type == "Cast" and int(node.attr("to")) not in (6, 7):  # type: ignore[call-overload]
@@ -161,5 +180,5 @@ def _reshape(b: Builder, node: Node) -> Value:
 
 
 _RULES: dict[str, Callable[[Builder, Node], Value]] = {
-    "Shape": _shape, "Gather": _gather, "Unsqueeze": _unsqueeze, "Squeeze": _squeeze, "Concat": _concat,
-    "Mul": _mul, "Cast": _identity, "Identity": _identity, "Slice": _slice, "Reshape": _reshape}
+    "Shape": _shape, "Size": _size, "Gather": _gather, "Unsqueeze": _unsqueeze, "Squeeze": _squeeze, "Concat": _concat,
+    "Mul": _mul, "Div": _div, "Cast": _identity, "Identity": _identity, "Slice": _slice, "Reshape": _reshape}
