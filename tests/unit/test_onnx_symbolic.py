@@ -184,3 +184,64 @@ def test_softmax_before_opset_13_over_a_static_tail_keeps_the_leading_symbolic_a
     x = np.random.default_rng(0).standard_normal((3, 5, 4, 16)).astype(np.float32)
     want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
     np.testing.assert_allclose(run_function(imported.module, {"x": x}), want, rtol=1e-5, atol=1e-7)
+
+
+REFUSED_AT_IMPORT = {
+    "matmul-contracting": (
+        [N_("MatMul", ["x", "W"], ["y"], name="mm")], ["N", "K"], _weights(6, W=(8, 4)), 17,
+        "node #0 'mm': unsupported: MatMul (opset 17): it contracts the symbolic axis 1 of Tensor[(?, ?), float32]"),
+    "layernorm-over-T": (
+        [N_("LayerNormalization", ["x", "G"], ["y"], axis=1, name="ln")], ["N", "T", 4], _weights(7, G=(1, 4)), 17,
+        "node #0 'ln': unsupported: LayerNormalization (opset 17): it normalises over the symbolic axis 1 of "
+        "Tensor[(?, ?, 4), float32]"),
+    "softmax-opset11-merging-T": (
+        [N_("Softmax", ["x"], ["y"], axis=1, name="sm")], ["N", "T", 4], [], 11,
+        "node #0 'sm': unsupported: Softmax (opset 11): it coerces Tensor[(?, ?, 4), float32] to 2-d at axis 1, "
+        "merging the symbolic axis 1"),
+    "reshape-swapping-N-and-T": (
+        [N_("Shape", ["x"], ["s"]), N_("Gather", ["s", "i0"], ["n"]), N_("Gather", ["s", "i1"], ["t"]),
+         N_("Concat", ["t", "n", "d"], ["target"], axis=0), N_("Reshape", ["x", "target"], ["y"], name="rs")],
+        ["N", "T", 4], _ints(i0=[0], i1=[1], d=[4]), 17,
+        "node #4 'rs': unsupported: Reshape (opset 17): it reshapes Tensor[(?, ?, 4), float32] to a shape whose "
+        "entries [0, 1] are products of symbolic sizes it cannot place (only one may be inferred)"),
+    "shape-into-constantofshape": (
+        [N_("Shape", ["x"], ["s"]), N_("ConstantOfShape", ["s"], ["y"], name="cs")], ["N", "T"], [], 17,
+        "node #1 'cs': unsupported: ConstantOfShape (opset 17): it computes with a shape read from a tensor with "
+        "symbolic axes (ConstantOfShape of such a shape is not followed at import time)"),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED_AT_IMPORT.values(), ids=REFUSED_AT_IMPORT.keys())
+def test_what_cannot_take_a_symbolic_axis_is_refused_naming_node_and_axis(case: tuple) -> None:
+    nodes, dims, inits, opset, message = case
+    model = _model(nodes, [_x("x", dims)], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits, opset)
+    with pytest.raises(DiagnosticError) as info:
+        import_model(model)
+    assert message in str(info.value)
+    assert "graph input 'x' has symbolic axes 0 'N', 1" in str(info.value)
+
+
+REFUSED_NATIVELY = {
+    # Softmax over the `?` axis T: the interpreter runs it; native rows cannot hold it.
+    "softmax-over-T": ([N_("Softmax", ["x"], ["y"], axis=1)], [_x("x", ["N", "T", 8])],
+                       "no shape function for `nn.softmax` with a `?` on axis 1 of Tensor[(?, ?, 8), float32]"),
+    # Attention's Q·Kᵀ: a T×T result has `?` on a column axis.
+    "attention-scores": ([N_("MatMul", ["x", "k"], ["y"])], [_x("x", ["N", "T", 8]), _x("k", ["N", 8, "T"])],
+                         "no shape function for `nn.batch_matmul` with a `?` on axis"),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED_NATIVELY.values(), ids=REFUSED_NATIVELY.keys())
+def test_what_native_rows_cannot_hold_runs_in_the_interpreter_and_is_a_located_native_error(case: tuple) -> None:
+    nodes, inputs, message = case
+    model = _model(nodes, inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [])
+    imported = import_model(model)
+    rng = np.random.default_rng(8)
+    feeds = {"x": rng.standard_normal((2, 5, 8)).astype(np.float32)}
+    if len(inputs) > 1:
+        feeds["k"] = rng.standard_normal((2, 8, 5)).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
+    np.testing.assert_allclose(run_function(imported.module, feeds), want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(DiagnosticError) as info:
+        irtool.build(imported.module)
+    assert message in str(info.value)
