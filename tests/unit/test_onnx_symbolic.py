@@ -139,6 +139,7 @@ AROUND = {
     "logsoftmax-opset11-last": ([N_("LogSoftmax", ["x"], ["y"], axis=-1)], [], 11),
     "slice-static-axis": ([N_("Slice", ["x", "s", "e", "a"], ["y"])], _ints(s=[1], e=[12], a=[-1]), 17),
     "gather-static-axis": ([N_("Gather", ["x", "i"], ["y"], axis=3)], _ints(i=[0, -1, 5]), 17),
+    "expand-changing-nothing": ([N_("Expand", ["x", "s"], ["y"])], _ints(s=[1, 4, 1]), 17),
     "reducemax-last": ([N_("ReduceMax", ["x"], ["y"], axes=[-1], keepdims=0)], [], 17),
     "flatten-static-tail": ([N_("Flatten", ["x"], ["f"], axis=2), N_("MatMul", ["f", "W"], ["y"])],
                             _weights(4, W=(64, 8)), 17),
@@ -204,6 +205,9 @@ REFUSED_AT_IMPORT = {
         ["N", "T", 4], _ints(i0=[0], i1=[1], d=[4]), 17,
         "node #4 'rs': unsupported: Reshape (opset 17): it reshapes Tensor[(?, ?, 4), float32] to a shape whose "
         "entries [0, 1] are products of symbolic sizes it cannot place (only one may be inferred)"),
+    "expand-over-T": (
+        [N_("Expand", ["x", "s"], ["y"], name="ex")], ["N", "T", 1], _ints(s=[1, 3, 1]), 17,
+        "node #0 'ex': unsupported: Expand (opset 17): it expands axis 1 of Tensor[(?, ?, 1), float32] to 3"),
     "shape-into-constantofshape": (
         [N_("Shape", ["x"], ["s"]), N_("ConstantOfShape", ["s"], ["y"], name="cs")], ["N", "T"], [], 17,
         "node #1 'cs': unsupported: ConstantOfShape (opset 17): it computes with a shape read from a tensor with "

@@ -304,7 +304,16 @@ def _constant_of_shape(b: Builder, node: Node) -> list[Value | None]:
 @converter("Expand")
 def _expand(b: Builder, node: Node) -> list[Value | None]:
     x = required(node, 0, "input")
-    shape = tuple(np.broadcast_shapes(x.shape, tuple(int_list(b.static(node.input(1), "shape")))))
+    target = tuple(int_list(b.static(node.input(1), "shape")))
+    if not x.tensor.is_static:
+        # With `?` axes only an expansion that changes no size (a broadcast shape of ones, or
+        # the static sizes themselves) is known: x itself.
+        lead = x.ndim - len(target)
+        for axis, size in enumerate(target, lead):
+            if axis < 0 or (size != 1 and x.dims[axis] != size):
+                raise DynamicShape(f"it expands axis {axis} of {x.tensor} to {size}")
+        return [x]
+    shape = tuple(np.broadcast_shapes(x.shape, target))
     return [broadcast_to(b, x, shape)]
 
 
