@@ -450,7 +450,11 @@ class _SubgraphConverter:
                 except Unsupported as exc:
                     raise Unsupported(f"its {graph.name or 'body'} node {where} ({proto.op_type}): {exc}") from None
                 values.update((name, out) for name, out in zip(proto.output, outs) if name and out is not None)
-            return [self._read(find, info.name) for info in graph.output]
+            outputs = [self._read(find, info.name) for info in graph.output]
+            if any(out.sizes is not None for out in outputs):
+                raise DynamicShape(f"its {graph.name or 'body'} returns a shape read from a tensor with symbolic axes "
+                                   "(irtool computes such shapes only at import time, for a Reshape)")
+            return outputs
         finally:
             self.scopes.pop()
 

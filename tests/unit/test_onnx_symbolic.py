@@ -249,3 +249,18 @@ def test_what_native_rows_cannot_hold_runs_in_the_interpreter_and_is_a_located_n
     with pytest.raises(DiagnosticError) as info:
         irtool.build(imported.module)
     assert message in str(info.value)
+
+
+def test_a_shape_of_symbolic_sizes_returned_by_a_branch_is_refused() -> None:
+    """It would be an unbound placeholder at run time: the If is the located error."""
+    def branch(name: str) -> onnx.GraphProto:
+        return helper.make_graph([N_("Identity", ["s"], [name])], name, [],
+                                 [helper.make_tensor_value_info(name, TensorProto.INT64, None)])
+    model = _model([N_("Shape", ["x"], ["s"]), N_("If", ["c"], ["y"], then_branch=branch("then"),
+                                                 else_branch=branch("else"), name="if")],
+                   [_x("x", ["N", 4]), helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+                   [helper.make_tensor_value_info("y", TensorProto.INT64, None)], [])
+    with pytest.raises(DiagnosticError) as info:
+        import_model(model)
+    assert ("node #1 'if': unsupported: If (opset 17): its then returns a shape read from a tensor with symbolic "
+            "axes") in str(info.value)
