@@ -264,3 +264,28 @@ def test_a_shape_of_symbolic_sizes_returned_by_a_branch_is_refused() -> None:
         import_model(model)
     assert ("node #1 'if': unsupported: If (opset 17): its then returns a shape read from a tensor with symbolic "
             "axes") in str(info.value)
+
+
+def test_matmul_by_a_run_time_matrix_keeps_the_symbolic_axes() -> None:
+    """A right operand that is no weight: a batch of one for a rank-3 A, a dense product for a 2-d A."""
+    model = _model([N_("MatMul", ["x", "m"], ["p"]), N_("MatMul", ["q", "m"], ["r"]), N_("ReduceSum", ["r", "a"], ["s"]),
+                    N_("Add", ["p", "s"], ["y"])],
+                   [_x("x", ["N", "T", 8]), _x("m", [8, 3]), _x("q", ["N", 8])], [_x("y", ["N", "T", 3])],
+                   _ints(a=[0]))
+    imported = import_model(model)
+    rng = np.random.default_rng(9)
+    for n, t in [(2, 5), (1, 33)]:
+        feeds = {"x": rng.standard_normal((n, t, 8)).astype(np.float32),
+                 "m": rng.standard_normal((8, 3)).astype(np.float32), "q": rng.standard_normal((n, 8)).astype(np.float32)}
+        want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
+        np.testing.assert_allclose(run_function(imported.module, feeds), want, rtol=1e-5, atol=1e-6)
+
+
+def test_attention_with_heads_is_refused_naming_the_symbolic_batch_axes() -> None:
+    model = _model([N_("MatMul", ["x", "k"], ["y"], name="qk")], [_x("x", ["N", 2, "T", 8]), _x("k", ["N", 2, 8, "T"])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [])
+    with pytest.raises(DiagnosticError) as info:
+        import_model(model)
+    assert ("node #0 'qk': unsupported: MatMul (opset 17): it multiplies batches of rank 2 with symbolic sizes "
+            "(axis 0 of Tensor[(?, 2, ?, 8), float32], axis 2 of Tensor[(?, 2, ?, 8), float32], axis 0 of "
+            "Tensor[(?, 2, 8, ?), float32], axis 3 of Tensor[(?, 2, 8, ?), float32])") in str(info.value)

@@ -183,25 +183,27 @@ def matmul(b: Builder, a: Value, w: Value, out_dtype: str = "", transpose_b: boo
 
 def _symbolic_matmul(b: Builder, a: Value, w: Value, out_dtype: str, transpose_b: bool) -> Value:
     """`matmul` with symbolic (`?`) sizes, kept without reshapes that would need them: a 2-d
-    weight is one `nn.dense` over all the leading axes of A (native code takes them as rows), two
-    rank-3 operands are one `nn.batch_matmul`. The contracted axis must be known, and other
-    shapes (1-d operands, batches of rank 2 or more) are refused naming the symbolic axis."""
-    k_axis = a.ndim - 1
-    if not isinstance(a.dims[-1], int) or (w.ndim >= 2 and not isinstance(w.dims[-1 if transpose_b else -2], int)):
-        side, axis = (a, k_axis) if not isinstance(a.dims[-1], int) else (w, w.ndim - (1 if transpose_b else 2))
-        raise DynamicShape(f"it contracts the symbolic axis {axis} of {side.tensor}")
+    right operand is one `nn.dense` over all the leading axes of A (native code takes them as
+    rows; a rank-3 A by a run-time matrix is a `nn.batch_matmul` by a batch of one, which needs
+    no transpose), two rank-3 operands are one `nn.batch_matmul`. The contracted axis must be
+    known; 1-d operands and batches of rank 2 or more are refused naming the symbolic axes."""
     if a.ndim < 2 or w.ndim < 2:
-        raise DynamicShape(f"a 1-d operand with symbolic sizes ({a.tensor} and {w.tensor})")
-    k = a.dims[-1]
-    n, k2 = w.dims[-2:] if transpose_b else w.dims[-2:][::-1]
-    if k != k2:
+        raise DynamicShape(f"it multiplies {a.tensor} by {w.tensor}: a 1-d operand with symbolic sizes")
+    k_axes = ((a, a.ndim - 1), (w, w.ndim - 1 if transpose_b else w.ndim - 2))
+    for side, axis in k_axes:
+        if not isinstance(side.dims[axis], int):
+            raise DynamicShape(f"it contracts the symbolic axis {axis} of {side.tensor}")
+    n = w.dims[-2] if transpose_b else w.dims[-1]
+    if a.dims[-1] != w.dims[k_axes[1][1]]:
         raise Unsupported(f"MatMul of shapes {a.tensor} and {w.tensor}")
-    if w.ndim == 2 and (transpose_b or w.from_param or w.const is not None):
-        weight = w if transpose_b else transposed(b, w, (1, 0))
-        return b.call("nn.dense", [a, weight], units=n, out_dtype=out_dtype)
-    if w.ndim == 2 and a.ndim == 3:   # a right operand computed at run time: a batch of one
+    weight = w.from_param or w.const is not None
+    if w.ndim == 2 and (weight or a.ndim != 3):
+        w_t = w if transpose_b else transposed(b, w, (1, 0))
+        return b.call("nn.dense", [a, w_t], units=n, out_dtype=out_dtype)
+    if w.ndim == 2:
         w = b.call("expand_dims", [w], axis=0)
     if a.ndim == 3 and w.ndim == 3:
         return b.call("nn.batch_matmul", [a, w], out_dtype=out_dtype, transpose_b=transpose_b)
-    symbolic = [f"axis {i} of {x.tensor}" for x in (a, w) for i, d in enumerate(x.dims[:-2]) if not isinstance(d, int)]
-    raise DynamicShape(f"it flattens batch axes with symbolic sizes ({', '.join(symbolic) or 'rank 2 by rank > 3'})")
+    symbolic = [f"axis {i} of {x.tensor}" for x in (a, w) for i, d in enumerate(x.dims) if not isinstance(d, int)]
+    raise DynamicShape(f"it multiplies batches of rank {max(a.ndim, w.ndim) - 2} with symbolic sizes "
+                       f"({', '.join(symbolic)}): only rank-3 operands or a 2-d right one keep them")
