@@ -289,3 +289,16 @@ def test_attention_with_heads_is_refused_naming_the_symbolic_batch_axes() -> Non
     assert ("node #0 'qk': unsupported: MatMul (opset 17): it multiplies batches of rank 2 with symbolic sizes "
             "(axis 0 of Tensor[(?, 2, ?, 8), float32], axis 2 of Tensor[(?, 2, ?, 8), float32], axis 0 of "
             "Tensor[(?, 2, 8, ?), float32], axis 3 of Tensor[(?, 2, 8, ?), float32])") in str(info.value)
+
+
+def test_one_symbolic_axis_among_several_leading_ones_gives_a_2d_dense() -> None:
+    """[N, 6, 16] · W: rows of a 2-d dense, as the static path has them (native code tiles it)."""
+    model = _model([N_("MatMul", ["x", "W"], ["y"])], [_x("x", ["N", 6, 16])], [_x("y", ["N", 6, 8])],
+                   _weights(10, W=(16, 8)))
+    imported = import_model(model)
+    text = print_program(imported.module)
+    assert "reshape(%x, newshape=[-1, 16])" in text and "newshape=[-1, 6, 8]" in text
+    native = irtool.build(imported.module)
+    for n in (0, 1, 7):
+        x = np.random.default_rng(n).standard_normal((n, 6, 16)).astype(np.float32)
+        _check(model, imported, native, x)

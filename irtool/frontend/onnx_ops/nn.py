@@ -199,7 +199,14 @@ def _symbolic_matmul(b: Builder, a: Value, w: Value, out_dtype: str, transpose_b
     weight = w.from_param or w.const is not None
     if w.ndim == 2 and (weight or a.ndim != 3):
         w_t = w if transpose_b else transposed(b, w, (1, 0))
-        return b.call("nn.dense", [a, w_t], units=n, out_dtype=out_dtype)
+        lead = a.dims[:-1]
+        if len(lead) == 1 or sum(not isinstance(d, int) for d in lead) != 1:
+            return b.call("nn.dense", [a, w_t], units=n, out_dtype=out_dtype)
+        # One `?` among several leading axes: rows of a 2-d dense as the static path has them
+        # (native code tiles a 2-d dense; the reshapes name the `?` as -1).
+        rows = b.call("reshape", [a], newshape=(-1, a.dims[-1]))
+        out = b.call("nn.dense", [rows, w_t], units=n, out_dtype=out_dtype)
+        return b.call("reshape", [out], newshape=tuple(d if isinstance(d, int) else -1 for d in lead) + (n,))
     if w.ndim == 2:
         w = b.call("expand_dims", [w], axis=0)
     if a.ndim == 3 and w.ndim == 3:
