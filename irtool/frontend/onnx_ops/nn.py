@@ -184,9 +184,8 @@ def matmul(b: Builder, a: Value, w: Value, out_dtype: str = "", transpose_b: boo
 def _symbolic_matmul(b: Builder, a: Value, w: Value, out_dtype: str, transpose_b: bool) -> Value:
     """`matmul` with symbolic (`?`) sizes, kept without reshapes that would need them: a 2-d
     right operand is one `nn.dense` over all the leading axes of A (native code takes them as
-    rows; a rank-3 A by a run-time matrix is a `nn.batch_matmul` by a batch of one, which needs
-    no transpose), two rank-3 operands are one `nn.batch_matmul`. The contracted axis must be
-    known; 1-d operands and batches of rank 2 or more are refused naming the symbolic axes."""
+    rows), two rank-3 operands are one `nn.batch_matmul`. The contracted axis must be known;
+    1-d operands and batches of rank 2 or more are refused naming the symbolic axes."""
     if a.ndim < 2 or w.ndim < 2:
         raise DynamicShape(f"it multiplies {a.tensor} by {w.tensor}: a 1-d operand with symbolic sizes")
     k_axes = ((a, a.ndim - 1), (w, w.ndim - 1 if transpose_b else w.ndim - 2))
@@ -196,8 +195,7 @@ def _symbolic_matmul(b: Builder, a: Value, w: Value, out_dtype: str, transpose_b
     n = w.dims[-2] if transpose_b else w.dims[-1]
     if a.dims[-1] != w.dims[k_axes[1][1]]:
         raise Unsupported(f"MatMul of shapes {a.tensor} and {w.tensor}")
-    weight = w.from_param or w.const is not None
-    if w.ndim == 2 and (weight or a.ndim != 3):
+    if w.ndim == 2:
         w_t = w if transpose_b else transposed(b, w, (1, 0))
         lead = a.dims[:-1]
         if len(lead) == 1 or sum(not isinstance(d, int) for d in lead) != 1:
@@ -207,8 +205,6 @@ def _symbolic_matmul(b: Builder, a: Value, w: Value, out_dtype: str, transpose_b
         rows = b.call("reshape", [a], newshape=(-1, a.dims[-1]))
         out = b.call("nn.dense", [rows, w_t], units=n, out_dtype=out_dtype)
         return b.call("reshape", [out], newshape=tuple(d if isinstance(d, int) else -1 for d in lead) + (n,))
-    if w.ndim == 2:
-        w = b.call("expand_dims", [w], axis=0)
     if a.ndim == 3 and w.ndim == 3:
         return b.call("nn.batch_matmul", [a, w], out_dtype=out_dtype, transpose_b=transpose_b)
     symbolic = [f"axis {i} of {x.tensor}" for x in (a, w) for i, d in enumerate(x.dims) if not isinstance(d, int)]
