@@ -33,6 +33,7 @@ from irtool.core.diagnostics import DiagnosticError
 from irtool.frontend.onnx_checks import (check_dims, check_node, input_dims, non_text_field,
                                          shape_inference_complaint, tensor_array)
 from irtool.frontend.onnx_dtypes import dtype_of, onnx_type_name
+from irtool.frontend import onnx_sizes
 from irtool.frontend.onnx_ops import CONVERTERS
 from irtool.frontend.onnx_support import (grouped, model_opset, model_opsets, node_location,
                                           operator_problem)
@@ -163,7 +164,7 @@ def _symbolic_axes(info: onnx.ValueInfoProto, ty: TensorType) -> str | None:
     dims = info.type.tensor_type.shape.dim
     names = ", ".join(f"{axis} '{dims[axis].dim_param or '?'}'" for axis in unknown)
     example = ",".join(str(d) if isinstance(d, int) else "1" for d in ty.shape)
-    return (f"graph input '{info.name}' has symbolic axis{'es' if len(unknown) > 1 else ''} {names} "
+    return (f"graph input '{info.name}' has symbolic {'axes' if len(unknown) > 1 else 'axis'} {names} "
             f"(give {'their sizes' if len(unknown) > 1 else 'its size'} with --input-shape "
             f"{sanitize(info.name)}={example})")
 
@@ -328,6 +329,10 @@ def import_model(model: onnx.ModelProto, *, embed_params: bool = False, source: 
                 values[info.name] = initializer_value(info.name)
             except Unsupported as exc:
                 problems.append(f"graph output '{info.name}': unsupported: {exc}")
+        if info.name in values and values[info.name].sizes is not None:
+            problems.append(f"graph output '{info.name}': unsupported: it is a shape read from a tensor with "
+                            "symbolic axes (irtool computes such shapes only at import time, for a Reshape); "
+                            + "; ".join(symbolic))
     problems[:0] = [grouped(problem, nodes) for problem, nodes in sorted(unknown.items())]
     if problems:
         only_constants = len(problems) == sum(constant_inputs.values())
@@ -396,7 +401,8 @@ def _convert(builder: Builder, proto: onnx.NodeProto, label: str, inputs: list[V
     than its inputs: what they compute from constants is folded inside them."""
     node = Node(proto.op_type, label, inputs, _attributes(proto), len(proto.output),
                 [bool(uses.get(o)) for o in proto.output])
-    outs = CONVERTERS[proto.op_type](builder, node)
+    convert = onnx_sizes.convert if onnx_sizes.reads_sizes(proto.op_type, inputs) else CONVERTERS[proto.op_type]
+    outs = convert(builder, node)
     foldable = (all(v is None or (v.const is not None and not v.from_param) for v in inputs)
                 and not any(a.HasField("g") or a.graphs for a in proto.attribute))
     return [_fold(out) if foldable and out is not None and out.const is None else out for out in outs]
@@ -444,7 +450,11 @@ class _SubgraphConverter:
                 except Unsupported as exc:
                     raise Unsupported(f"its {graph.name or 'body'} node {where} ({proto.op_type}): {exc}") from None
                 values.update((name, out) for name, out in zip(proto.output, outs) if name and out is not None)
-            return [self._read(find, info.name) for info in graph.output]
+            outputs = [self._read(find, info.name) for info in graph.output]
+            if any(out.sizes is not None for out in outputs):
+                raise DynamicShape(f"its {graph.name or 'body'} returns a shape read from a tensor with symbolic axes "
+                                   "(irtool computes such shapes only at import time, for a Reshape)")
+            return outputs
         finally:
             self.scopes.pop()
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from irtool.ir.expr import Call, Constant, Expr, Op, Tuple, TupleGetItem
-from irtool.ir.types import Dim, TensorType, TupleType, Type
+from irtool.ir.types import Any, Dim, TensorType, TupleType, Type
 from irtool.ir.visitor import free_vars
 from irtool.eval.interpreter import evaluate
 from irtool.core.diagnostics import DiagnosticError
@@ -42,6 +42,19 @@ class ConstantNeeded(Unsupported):
         self.graph_input = graph_input
 
 
+@dataclass(frozen=True)
+class Size:
+    """One entry of a shape computed from symbolic sizes: `factor` times the extents of the
+    `?` dimensions in `symbols` (the `Any` objects of the types the sizes were read from, by
+    identity; sorted by id so that equal products compare equal)."""
+
+    factor: int
+    symbols: tuple[Any, ...] = ()
+
+    def times(self, other: Size) -> Size:
+        return Size(self.factor * other.factor, tuple(sorted(self.symbols + other.symbols, key=id)))
+
+
 @dataclass
 class Value:
     """One ONNX tensor (or an intermediate of a converter) on the Relay side."""
@@ -54,6 +67,9 @@ class Value:
     from_param: bool = False
     # The ONNX name when this is a graph input (for errors about inputs that must be constant).
     graph_input: str | None = None
+    # A shape read from a tensor with `?` axes (`Shape` and the arithmetic on it, onnx_sizes.py):
+    # its entries; `expr` is then an unbound placeholder that only a `Reshape` may consume.
+    sizes: tuple[Size, ...] | None = None
 
     @property
     def tensor(self) -> TensorType:

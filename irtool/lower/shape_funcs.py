@@ -110,6 +110,28 @@ def _squeeze(args: list[TensorType], out: TensorType, attrs: Attrs) -> int | str
     return min((_axis(a, args[0].ndim) for a in axes), default=args[0].ndim)  # type: ignore[union-attr]
 
 
+def _strided_slice(args: list[TensorType], out: TensorType, attrs: Attrs) -> int | str:
+    """The axes before the first one the slice does not take whole."""
+    begin, end = list(attrs["begin"]), list(attrs["end"])  # type: ignore[call-overload]
+    strides = list(attrs.get("strides") or ())  # type: ignore[call-overload]
+    listed = [_axis(a, args[0].ndim) for a in attrs.get("axes") or range(len(begin))]  # type: ignore[union-attr]
+    cut = []
+    for k, axis in enumerate(listed):
+        extent = args[0].shape[axis]
+        stop = end[k] if k < len(end) else None
+        whole_end = stop is None or stop >= 2**62 or (isinstance(extent, int) and stop >= extent)
+        if attrs.get("slice_mode") == "size" or begin[k] not in (0, None) or (strides + [1] * len(listed))[k] != 1 \
+                or not whole_end:
+            cut.append(axis)
+    return min(cut, default=args[0].ndim)
+
+
+def _take(args: list[TensorType], out: TensorType, attrs: Attrs) -> int | str:
+    if attrs.get("axis") is None or attrs.get("batch_dims"):
+        return 0
+    return _axis(attrs["axis"], args[0].ndim)
+
+
 def _pad(args: list[TensorType], out: TensorType, attrs: Attrs) -> int | str:
     widths = attrs.get("pad_width") or ()
     kept = 0
@@ -147,6 +169,8 @@ SHAPE_FUNCS: dict[str, ShapeFunc] = {
     "reshape": _regroup,                               # keeping the size of a row
     "transpose": _transpose,                           # the leading axes it leaves in place
     "squeeze": _squeeze,                               # the axes before the first removed one
+    "strided_slice": _strided_slice,                   # the axes before the first one cut
+    "take": _first(_take),                             # the axes before the gathered one
     "nn.conv2d": _first(_layout("data_layout")),
     "nn.max_pool2d": _layout("layout", "out_layout"),
     "nn.avg_pool2d": _layout("layout", "out_layout"),

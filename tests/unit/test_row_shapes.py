@@ -66,6 +66,13 @@ def test_the_row_prefix_runs_to_the_last_dynamic_axis() -> None:
      "does not lead with the batch axis"),
     ("reshape", [t(None, None, 8)], t(None, 8), {"newshape": [-1, 8]}, REGROUP),
     ("nn.batch_flatten", [t(None, 2, 4)], t(None, 8), {}, REGROUP),
+    ("strided_slice", [t(None, None, 64)], t(None, None, 32), {"begin": [0], "end": [32], "axes": [2]}, 2),
+    ("strided_slice", [t(None, None, 64)], t(None, None, 64), {"begin": [1], "end": [2**62], "axes": [1]}, 1),
+    ("strided_slice", [t(None, 8)], t(None, 4), {"begin": [0, 2], "end": [2**62, 6]}, 1),  # axis 0 whole
+    ("strided_slice", [t(None, 8)], t(None, 4), {"begin": [0, 0], "end": [2**62, 8], "strides": [1, 2]}, 1),
+    ("take", [t(None, None, 8), t(3)], t(None, None, 3), {"axis": 2}, 2),       # before the gathered axis
+    ("take", [t(None, 8), t(None)], t(None, None), {"axis": 1}, "must be static"),
+    ("take", [t(None, 8), t(3)], t(3), {}, 0),                                  # flattened: no rows
 ])
 def test_each_operator_keeps_its_leading_axes(name: str, args: list[TensorType], out: TensorType,
                                               attrs: dict[str, object], want: int | str) -> None:
@@ -77,7 +84,7 @@ def test_each_operator_keeps_its_leading_axes(name: str, args: list[TensorType],
 
 
 def test_operators_without_a_row_rule_have_no_shape_function() -> None:
-    assert shape_func("cumsum") is None and shape_func("strided_slice") is None and shape_func("nn.lrn") is None
+    assert shape_func("cumsum") is None and shape_func("topk") is None and shape_func("nn.lrn") is None
 
 
 HEADER = '#[version = "0.0.5"]\n'

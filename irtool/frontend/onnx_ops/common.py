@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from irtool.frontend.onnx_values import Builder, Converter, Node, Unsupported, Value, relay_dtype
+from irtool.frontend.onnx_values import Builder, Converter, DynamicShape, Node, Unsupported, Value, relay_dtype
 
 CONVERTERS: dict[str, Converter] = {}
 
@@ -57,6 +57,19 @@ def reshaped(b: Builder, x: Value, shape: Sequence[int]) -> Value:
     return b.call("reshape", [x], newshape=tuple(int(d) for d in shape))
 
 
+def regrouped(b: Builder, x: Value, lead: int, tail: Sequence[int]) -> Value:
+    """x with its first `lead` axes kept as they are and the rest regrouped into the static
+    `tail`: with static sizes a plain reshape; with symbolic (`?`) ones among the kept axes,
+    Relay's `0` (copy this axis) keeps them without knowing them."""
+    if x.tensor.is_static:
+        return reshaped(b, x, x.shape[:lead] + tuple(tail))
+    if tuple(x.dims[lead:]) == tuple(tail):
+        return x
+    if 0 in tail:   # Relay would read the 0 as "copy"
+        raise DynamicShape(f"it regroups {x.tensor} into the empty axes {tuple(tail)}")
+    return b.call("reshape", [x], newshape=(0,) * lead + tuple(int(d) for d in tail))
+
+
 def scalar(b: Builder, value: float, dtype: str) -> Value:
     """A 0-d constant of the tensor's dtype (ONNX attributes are doubles; Relay wants the dtype)."""
     return b.const(np.asarray(value, dtype=np.dtype(dtype) if dtype != "bool" else np.bool_))
@@ -77,6 +90,13 @@ def over_axis(b: Builder, node: Node, x: Value, apply: Callable[[Value, int], Va
     axis = norm_axis(int(node.attr("axis", 1)), x.ndim)  # type: ignore[call-overload]
     if axis == x.ndim - 1:
         return apply(x, axis)
+    if not x.tensor.is_static:   # the leading axes kept as they are, the static tail merged
+        tail = x.dims[axis:]
+        symbolic = [axis + i for i, d in enumerate(tail) if not isinstance(d, int)]
+        if symbolic:
+            raise DynamicShape(f"it coerces {x.tensor} to 2-d at axis {axis}, merging the symbolic axis {symbolic[0]}")
+        merged = regrouped(b, x, axis, (math.prod(tail),))  # type: ignore[arg-type]
+        return regrouped(b, apply(merged, axis), axis, tail)  # type: ignore[arg-type]
     flat = reshaped(b, x, (math.prod(x.shape[:axis]), math.prod(x.shape[axis:])))
     return reshaped(b, apply(flat, 1), x.shape)
 
@@ -94,8 +114,8 @@ def extreme(dtype: str, lowest: bool) -> float | int | bool:
 def empty_reduction(b: Builder, x: Value, axes: Sequence[int], keepdims: bool, value: float | int | bool) -> Value | None:
     """The result of a Reduce* over `axes` when one of them has no elements: `value` (what ONNX
     defines the reduction of nothing to be) everywhere. None when every reduced axis has elements."""
-    if all(x.shape[a] for a in axes):
-        return None
+    if all(not isinstance(x.dims[a], int) or x.dims[a] for a in axes):
+        return None   # (a `?` axis is taken to have elements)
     shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape) if keepdims or i not in axes)
     return b.call("full", [scalar(b, value, x.dtype)], shape=shape, dtype=x.dtype)
 

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value
+from irtool.frontend.onnx_values import Builder, DynamicShape, Node, Unsupported, Value
 from irtool.frontend.onnx_ops.common import (broadcast_to, converter, norm_axis, over_axis, required, reshaped, scalar,
                                              transposed)
 
@@ -136,6 +136,8 @@ def matmul(b: Builder, a: Value, w: Value, out_dtype: str = "", transpose_b: boo
     against (1, 2)) is expanded to the full batch first."""
     if a.ndim == 0 or w.ndim == 0:
         raise Unsupported("MatMul of a scalar")
+    if not (a.tensor.is_static and w.tensor.is_static):
+        return _symbolic_matmul(b, a, w, out_dtype, transpose_b)
     a2 = reshaped(b, a, (1,) + a.shape) if a.ndim == 1 else a
     w2 = reshaped(b, w, w.shape + (1,)) if w.ndim == 1 else w
     k = a2.dims[-1]
@@ -177,3 +179,34 @@ def matmul(b: Builder, a: Value, w: Value, out_dtype: str = "", transpose_b: boo
     if w.ndim == 1:
         del shape[-1]
     return reshaped(b, out, shape)
+
+
+def _symbolic_matmul(b: Builder, a: Value, w: Value, out_dtype: str, transpose_b: bool) -> Value:
+    """`matmul` with symbolic (`?`) sizes, kept without reshapes that would need them: a 2-d
+    right operand is one `nn.dense` over all the leading axes of A (native code takes them as
+    rows), two rank-3 operands are one `nn.batch_matmul`. The contracted axis must be known;
+    1-d operands and batches of rank 2 or more are refused naming the symbolic axes."""
+    if a.ndim < 2 or w.ndim < 2:
+        raise DynamicShape(f"it multiplies {a.tensor} by {w.tensor}: a 1-d operand with symbolic sizes")
+    k_axes = ((a, a.ndim - 1), (w, w.ndim - 1 if transpose_b else w.ndim - 2))
+    for side, axis in k_axes:
+        if not isinstance(side.dims[axis], int):
+            raise DynamicShape(f"it contracts the symbolic axis {axis} of {side.tensor}")
+    n = w.dims[-2] if transpose_b else w.dims[-1]
+    if a.dims[-1] != w.dims[k_axes[1][1]]:
+        raise Unsupported(f"MatMul of shapes {a.tensor} and {w.tensor}")
+    if w.ndim == 2:
+        w_t = w if transpose_b else transposed(b, w, (1, 0))
+        lead = a.dims[:-1]
+        if len(lead) == 1 or sum(not isinstance(d, int) for d in lead) != 1:
+            return b.call("nn.dense", [a, w_t], units=n, out_dtype=out_dtype)
+        # One `?` among several leading axes: rows of a 2-d dense as the static path has them
+        # (native code tiles a 2-d dense; the reshapes name the `?` as -1).
+        rows = b.call("reshape", [a], newshape=(-1, a.dims[-1]))
+        out = b.call("nn.dense", [rows, w_t], units=n, out_dtype=out_dtype)
+        return b.call("reshape", [out], newshape=tuple(d if isinstance(d, int) else -1 for d in lead) + (n,))
+    if a.ndim == 3 and w.ndim == 3:
+        return b.call("nn.batch_matmul", [a, w], out_dtype=out_dtype, transpose_b=transpose_b)
+    symbolic = [f"axis {i} of {x.tensor}" for x in (a, w) for i, d in enumerate(x.dims) if not isinstance(d, int)]
+    raise DynamicShape(f"it multiplies batches of rank {max(a.ndim, w.ndim) - 2} with symbolic sizes "
+                       f"({', '.join(symbolic)}): only rank-3 operands or a 2-d right one keep them")

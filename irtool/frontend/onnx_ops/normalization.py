@@ -13,9 +13,9 @@ import math
 
 import numpy as np
 
-from irtool.frontend.onnx_ops.common import converter, int_list, norm_axis, required, reshaped, scalar
+from irtool.frontend.onnx_ops.common import converter, int_list, norm_axis, regrouped, required, reshaped, scalar
 from irtool.frontend.onnx_ops.conv import _pool
-from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value
+from irtool.frontend.onnx_values import Builder, DynamicShape, Node, Unsupported, Value
 
 # ONNX's stash_type (a TensorProto element type) as a dtype.
 _STASH = {1: "float32", 10: "float16", 11: "float64", 16: "bfloat16"}
@@ -55,24 +55,37 @@ def _layer_norm(b: Builder, node: Node) -> list[Value | None]:
     axis = norm_axis(int(node.attr("axis", -1)), x.ndim)  # type: ignore[call-overload]
     epsilon = float(node.attr("epsilon", 1e-5))  # type: ignore[arg-type]
     stash = _stash(node)
-    trailing = x.shape[axis:]
-    rows = reshaped(b, _cast(b, x, stash), x.shape[:axis] + (math.prod(trailing),))
+    trailing, lead = x.dims[axis:], x.dims[:axis]
+    symbolic = [i for i in range(axis, x.ndim) if not isinstance(x.dims[i], int)]
+    if symbolic:
+        raise DynamicShape(f"it normalises over the symbolic axis {symbolic[0]} of {x.tensor}")
     beta = node.input(2)
-    if stash == x.dtype:  # the affine step fused into the kernel
-        g = _as_vector(b, gamma, trailing, stash)
-        bias = _as_vector(b, beta, trailing, stash) if beta is not None else g
-        normed = b.call("nn.layer_norm", [rows, g, bias], axis=-1, epsilon=epsilon, center=beta is not None)
-        y = reshaped(b, normed, x.shape)
-    else:
-        ones = b.call("ones", [], shape=(rows.shape[-1],), dtype=stash)
-        normed = b.call("nn.layer_norm", [rows, ones, ones], axis=-1, epsilon=epsilon, center=False, scale=False)
-        y = b.call("multiply", [_cast(b, reshaped(b, normed, x.shape), x.dtype), gamma])
+    statistics: tuple[Value, Value] | None = None
+    if not x.tensor.is_static and len(trailing) > 1:
+        # No regrouping of the `?` axes (native code reshapes to one `?` only): the statistics
+        # are reductions over the normalised axes, which keep the leading ones row by row.
+        xs = _cast(b, x, stash)
+        statistics = _statistics(b, xs, tuple(range(axis, x.ndim)), epsilon)
+        normed = b.call("multiply", [b.call("subtract", [xs, statistics[0]]), statistics[1]])
+        y = b.call("multiply", [_cast(b, normed, x.dtype), gamma])
         if beta is not None:
             y = b.call("add", [y, beta])
+    else:
+        rows = regrouped(b, _cast(b, x, stash), len(lead), (math.prod(trailing),))  # type: ignore[arg-type]
+        if stash == x.dtype:  # the affine step fused into the kernel
+            g = _as_vector(b, gamma, trailing, stash)  # type: ignore[arg-type]
+            bias = _as_vector(b, beta, trailing, stash) if beta is not None else g  # type: ignore[arg-type]
+            normed = b.call("nn.layer_norm", [rows, g, bias], axis=-1, epsilon=epsilon, center=beta is not None)
+            y = regrouped(b, normed, len(lead), trailing)  # type: ignore[arg-type]
+        else:
+            ones = b.call("ones", [], shape=(rows.dims[-1],), dtype=stash)
+            normed = b.call("nn.layer_norm", [rows, ones, ones], axis=-1, epsilon=epsilon, center=False, scale=False)
+            y = b.call("multiply", [_cast(b, regrouped(b, normed, len(lead), trailing), x.dtype), gamma])  # type: ignore[arg-type]
+            if beta is not None:
+                y = b.call("add", [y, beta])
     outs: list[Value | None] = [y]
     if any(node.used_outputs[1:]):  # training-style statistics, computed on their own
-        mean, inv_std = _statistics(b, _cast(b, x, stash), tuple(range(axis, x.ndim)), epsilon)
-        outs += [mean, inv_std]
+        outs += statistics or _statistics(b, _cast(b, x, stash), tuple(range(axis, x.ndim)), epsilon)
     return outs + [None] * (node.num_outputs - len(outs))
 
 

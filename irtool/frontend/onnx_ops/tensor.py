@@ -167,6 +167,8 @@ def _slice(b: Builder, node: Node) -> list[Value | None]:
         steps = int_list(b.static(node.input(4), "steps")) if node.input(4) is not None else []
     axes = axes or list(range(len(starts)))
     steps = steps or [1] * len(starts)
+    if not x.tensor.is_static:
+        return [_symbolic_slice(b, x, starts, ends, axes, steps)]
     begin, end, stride = [0] * x.ndim, list(x.shape), [1] * x.ndim
     out = x
     for start, stop, axis, step in zip(starts, ends, axes, steps):
@@ -185,6 +187,30 @@ def _slice(b: Builder, node: Node) -> list[Value | None]:
         strides = tuple(stride) if any(s != 1 for s in stride) else None
         out = b.call("strided_slice", [out], begin=tuple(begin), end=tuple(end), strides=strides)
     return [out]
+
+
+def _symbolic_slice(b: Builder, x: Value, starts: list[int], ends: list[int], axes: list[int], steps: list[int]) -> Value:
+    """Slice of a tensor with `?` axes: one `strided_slice` over the sliced axes only (its
+    bounds have Python's meaning, which is ONNX's for a forward step), the others kept whole.
+    A backward step needs the extent to list the indices."""
+    begin, end, stride, sliced = [], [], [], []
+    for start, stop, axis, step in zip(starts, ends, axes, steps):
+        axis = norm_axis(axis, x.ndim)
+        extent = x.dims[axis]
+        if step <= 0:
+            raise DynamicShape(f"it slices axis {axis} of {x.tensor} with step {step} (a forward step only)")
+        if isinstance(extent, int):
+            start, stop, step = slice(start, stop, step).indices(extent)
+        elif (start, stop, step) == (0, stop, 1) and stop >= 2**62:
+            continue   # the whole `?` axis
+        begin.append(start)
+        end.append(max(-2**62, min(stop, 2**62)))
+        stride.append(step)
+        sliced.append(axis)
+    if not sliced:
+        return x
+    return b.call("strided_slice", [x], begin=tuple(begin), end=tuple(end), axes=tuple(sliced),
+                  strides=tuple(stride) if any(s != 1 for s in stride) else None)
 
 
 def _axes_input(b: Builder, node: Node, since: int) -> list[int] | None:
@@ -278,7 +304,16 @@ def _constant_of_shape(b: Builder, node: Node) -> list[Value | None]:
 @converter("Expand")
 def _expand(b: Builder, node: Node) -> list[Value | None]:
     x = required(node, 0, "input")
-    shape = tuple(np.broadcast_shapes(x.shape, tuple(int_list(b.static(node.input(1), "shape")))))
+    target = tuple(int_list(b.static(node.input(1), "shape")))
+    if not x.tensor.is_static:
+        # With `?` axes only an expansion that changes no size (a broadcast shape of ones, or
+        # the static sizes themselves) is known: x itself.
+        lead = x.ndim - len(target)
+        for axis, size in enumerate(target, lead):
+            if axis < 0 or (size != 1 and x.dims[axis] != size):
+                raise DynamicShape(f"it expands axis {axis} of {x.tensor} to {size}")
+        return [x]
+    shape = tuple(np.broadcast_shapes(x.shape, target))
     return [broadcast_to(b, x, shape)]
 
 
