@@ -1,0 +1,406 @@
+"""Operators with data-dependent extents in native code (docs/native-relay.md, "Data-dependent
+extents"): `argwhere`, `nonzero`, `unique`, `compress` (irtool/ops/definitions/data_dependent.py).
+
+No fused kernel can compute them, since a kernel's shapes are static. Each call is instead a
+count pass (an LLVM routine returning the extent), the result boxes allocated with it through the
+activation (`FunctionBuilder.new_box`, so they are held and released like every box), and a fill
+pass writing them. The routines are generated as LLVM IR into the same object, one per operator
+and element type, and take every extent as a run-time argument, so a box operand works like a
+static one. `unique` finds first occurrences by comparing slices pairwise and sorts the distinct
+ones by insertion: O(n²) comparisons, fine for the sizes models give it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from irtool.codegen.boxes import STATUS_SHAPE_MISMATCH
+from irtool.codegen.objects import Obj
+from irtool.codegen.types import element_bytes, is_unsigned, memory_type
+from irtool.ir.expr import Call
+from irtool.ir.tir import is_float
+from irtool.ir.types import Any, TensorType
+from irtool.ops.definitions.data_dependent import INDEX_DTYPE
+
+if TYPE_CHECKING:
+    from irtool.codegen.instance import LV, FunctionBuilder, Value
+
+MEMCPY = "llvm.memcpy.p0.p0.i64"
+
+
+class Routine:
+    """One internal LLVM function written as text, with counted loops and conditionals whose
+    counters live in `alloca`s (the optimiser makes them registers)."""
+
+    def __init__(self, symbol: str, ret: str, params: list[str]) -> None:
+        self.head = [f"define internal {ret} @{symbol}({', '.join(params)}) #0 {{", "entry:"]
+        self.lines: list[str] = []
+        self.temps = 0
+        self.labels = 0
+
+    def v(self, text: str) -> str:
+        self.temps += 1
+        self.lines.append(f"  %t{self.temps} = {text}")
+        return f"%t{self.temps}"
+
+    def do(self, text: str) -> None:
+        self.lines.append(f"  {text}")
+
+    def label(self, hint: str) -> str:
+        self.labels += 1
+        return f"{hint}{self.labels}"
+
+    def start(self, label: str) -> None:
+        self.lines.append(f"{label}:")
+
+    def madd(self, a: str, b: str, c: str) -> str:
+        """a * b + c (an index into a row-major array)."""
+        return self.v(f"add nsw i64 {self.v(f'mul nsw i64 {a}, {b}')}, {c}")
+
+    def var(self, init: str) -> str:
+        """An i64 variable (a slot in the entry block) set to `init` here."""
+        self.temps += 1
+        slot = f"%s{self.temps}"
+        self.head.append(f"  {slot} = alloca i64, align 8")
+        self.do(f"store i64 {init}, ptr {slot}, align 8")
+        return slot
+
+    def get(self, slot: str) -> str:
+        return self.v(f"load i64, ptr {slot}, align 8")
+
+    def set(self, slot: str, value: str) -> None:
+        self.do(f"store i64 {value}, ptr {slot}, align 8")
+
+    def bump(self, slot: str, by: str = "1") -> None:
+        self.set(slot, self.v(f"add nsw i64 {self.get(slot)}, {by}"))
+
+    @contextmanager
+    def loop(self, bound: str, also: Callable[[str], str] | None = None) -> Iterator[str]:
+        """`for (i = 0; i < bound [&& also(i)]; i++)`, yielding `i`."""
+        slot = self.var("0")
+        head, body, done = self.label("head"), self.label("body"), self.label("done")
+        self.do(f"br label %{head}")
+        self.start(head)
+        i = self.get(slot)
+        more = self.v(f"icmp slt i64 {i}, {bound}")
+        if also is not None:
+            more = self.v(f"and i1 {more}, {also(i)}")
+        self.do(f"br i1 {more}, label %{body}, label %{done}")
+        self.start(body)
+        yield i
+        self.set(slot, self.v(f"add nsw i64 {i}, 1"))
+        self.do(f"br label %{head}")
+        self.start(done)
+
+    @contextmanager
+    def whilst(self, cond: Callable[[], str]) -> Iterator[None]:
+        """`while (cond())`."""
+        head, body, done = self.label("while"), self.label("body"), self.label("done")
+        self.do(f"br label %{head}")
+        self.start(head)
+        self.do(f"br i1 {cond()}, label %{body}, label %{done}")
+        self.start(body)
+        yield
+        self.do(f"br label %{head}")
+        self.start(done)
+
+    @contextmanager
+    def when(self, cond: str) -> Iterator[None]:
+        yes, end = self.label("then"), self.label("end")
+        self.do(f"br i1 {cond}, label %{yes}, label %{end}")
+        self.start(yes)
+        yield
+        self.do(f"br label %{end}")
+        self.start(end)
+
+    def at(self, base: str, index: str, dtype: str) -> str:
+        return self.v(f"getelementptr inbounds {memory_type(dtype)}, ptr {base}, i64 {index}")
+
+    def load(self, base: str, index: str, dtype: str) -> str:
+        t = memory_type(dtype)
+        return self.v(f"load {t}, ptr {self.at(base, index, dtype)}, align {element_bytes(dtype)}")
+
+    def store(self, base: str, index: str, dtype: str, value: str) -> None:
+        t = memory_type(dtype)
+        self.do(f"store {t} {value}, ptr {self.at(base, index, dtype)}, align {element_bytes(dtype)}")
+
+    def copy(self, dst: str, dst_offset: str, src: str, src_offset: str, size: str) -> None:
+        """memcpy of `size` bytes between byte offsets."""
+        d = self.v(f"getelementptr inbounds i8, ptr {dst}, i64 {dst_offset}")
+        s = self.v(f"getelementptr inbounds i8, ptr {src}, i64 {src_offset}")
+        self.do(f"call void @{MEMCPY}(ptr align 1 {d}, ptr align 1 {s}, i64 {size}, i1 false)")
+
+    def text(self) -> str:
+        return "\n".join([*self.head, *self.lines, "}", ""])
+
+
+def _suffix(dtype: str) -> str:
+    return dtype.replace(".", "_")
+
+
+def _nonzero_test(r: Routine, value: str, dtype: str) -> str:
+    """Whether an element counts as true (NaN does, as in numpy)."""
+    if is_float(dtype):
+        return r.v(f"fcmp une {memory_type(dtype)} {value}, 0.0")
+    return r.v(f"icmp ne {memory_type(dtype)} {value}, 0")
+
+
+# -- the routines (each returns its symbol; its text goes into the program once)
+
+def _count(routines: dict[str, str], dtype: str) -> str:
+    """`i64 count(ptr x, i64 n)`: how many of the `n` elements are non-zero."""
+    symbol = f"irtool_rt_count_{_suffix(dtype)}"
+    if symbol not in routines:
+        r = Routine(symbol, "i64", ["ptr %x", "i64 %n"])
+        count = r.var("0")
+        with r.loop("%n") as i:
+            with r.when(_nonzero_test(r, r.load("%x", i, dtype), dtype)):
+                r.bump(count)
+        r.do(f"ret i64 {r.get(count)}")
+        routines[symbol] = r.text()
+    return symbol
+
+
+def _coordinates(routines: dict[str, str], dtype: str, out_dtype: str, by_axis: bool) -> str:
+    """`void where(ptr x, i64 n, ptr dims, i64 rank, i64 m, ptr out)`: the coordinates of the
+    `m` non-zero elements, one row each (`argwhere`) or one row per axis (`by_axis`: `nonzero`)."""
+    symbol = f"irtool_rt_{'nonzero' if by_axis else 'argwhere'}_{_suffix(dtype)}"
+    if symbol not in routines:
+        r = Routine(symbol, "void", ["ptr %x", "i64 %n", "ptr %dims", "i64 %rank", "i64 %m", "ptr %out"])
+        k = r.var("0")
+        with r.loop("%n") as i:
+            with r.when(_nonzero_test(r, r.load("%x", i, dtype), dtype)):
+                rest = r.var(i)
+                row = r.get(k)
+                with r.loop("%rank") as t:
+                    axis = r.v(f"sub nsw i64 {r.v('sub nsw i64 %rank, 1')}, {t}")   # innermost first
+                    d, left = r.load("%dims", axis, "int64"), r.get(rest)
+                    coord = r.v(f"urem i64 {left}, {d}")
+                    r.set(rest, r.v(f"udiv i64 {left}, {d}"))
+                    at = r.madd(axis, "%m", row) if by_axis else r.madd(row, "%rank", axis)
+                    value = coord if out_dtype == "int64" else r.v(f"trunc i64 {coord} to {memory_type(out_dtype)}")
+                    r.store("%out", at, out_dtype, value)
+                r.bump(k)
+        r.do("ret void")
+        routines[symbol] = r.text()
+    return symbol
+
+
+def _compress(routines: dict[str, str], cond_dtype: str) -> str:
+    """`void compress(ptr x, ptr cond, i64 len, i64 outer, i64 n, i64 slice_bytes, i64 m, ptr out)`:
+    the slices of x viewed as (outer, n, slice) whose condition is non-zero."""
+    symbol = f"irtool_rt_compress_{_suffix(cond_dtype)}"
+    if symbol not in routines:
+        r = Routine(symbol, "void", ["ptr %x", "ptr %cond", "i64 %len", "i64 %outer", "i64 %n", "i64 %bytes",
+                                     "i64 %m", "ptr %out"])
+        with r.loop("%outer") as o:
+            k = r.var("0")
+            with r.loop("%len") as j:
+                with r.when(_nonzero_test(r, r.load("%cond", j, cond_dtype), cond_dtype)):
+                    dst = r.v(f"mul nsw i64 {r.madd(o, '%m', r.get(k))}, %bytes")
+                    src = r.v(f"mul nsw i64 {r.madd(o, '%n', j)}, %bytes")
+                    r.copy("%out", dst, "%x", src, "%bytes")
+                    r.bump(k)
+        r.do("ret void")
+        routines[symbol] = r.text()
+    return symbol
+
+
+_SLICE_PARAMS = ["ptr %x", "i64 %outer", "i64 %n", "i64 %inner"]
+
+
+def _slice_compare(routines: dict[str, str], dtype: str, less: bool) -> str:
+    """`i1 cmp(ptr x, i64 outer, i64 n, i64 inner, i64 a, i64 b)`: slice a equals slice b, or
+    (`less`) comes before it lexicographically (its elements in row-major order)."""
+    symbol = f"irtool_rt_slice_{'less' if less else 'equal'}_{_suffix(dtype)}"
+    if symbol not in routines:
+        r = Routine(symbol, "i1", [*_SLICE_PARAMS, "i64 %a", "i64 %b"])
+        t = memory_type(dtype)
+        with r.loop("%outer") as o:
+            row = r.v(f"mul nsw i64 {o}, %n")
+            with r.loop("%inner") as i:
+                def element(s: str) -> str:
+                    return r.load("%x", r.madd(r.v(f"add nsw i64 {row}, {s}"), "%inner", i), dtype)
+                x, y = element("%a"), element("%b")
+                same = r.v(f"fcmp oeq {t} {x}, {y}" if is_float(dtype) else f"icmp eq {t} {x}, {y}")
+                with r.when(r.v(f"xor i1 {same}, true")):
+                    if less:
+                        pred = "fcmp olt" if is_float(dtype) else ("icmp ult" if is_unsigned(dtype) or dtype == "bool"
+                                                                   else "icmp slt")
+                        r.do(f"ret i1 {r.v(f'{pred} {t} {x}, {y}')}")
+                    else:
+                        r.do("ret i1 false")
+                    r.start(r.label("dead"))
+        r.do(f"ret i1 {'false' if less else 'true'}")
+        routines[symbol] = r.text()
+    return symbol
+
+
+def _unique_first(routines: dict[str, str], dtype: str) -> str:
+    """`i64 first(ptr x, i64 outer, i64 n, i64 inner, ptr first)`: for each slice the index of
+    the first slice equal to it; returns how many slices are their own first."""
+    symbol = f"irtool_rt_unique_first_{_suffix(dtype)}"
+    if symbol not in routines:
+        equal = _slice_compare(routines, dtype, less=False)
+        r = Routine(symbol, "i64", [*_SLICE_PARAMS, "ptr %first"])
+        distinct = r.var("0")
+        with r.loop("%n") as k:
+            found = r.var(k)
+            with r.loop(k, also=lambda _: r.v(f"icmp eq i64 {r.get(found)}, {k}")) as j:
+                own = r.v(f"icmp eq i64 {r.load('%first', j, 'int64')}, {j}")
+                with r.when(own):
+                    same = r.v(f"call i1 @{equal}(ptr %x, i64 %outer, i64 %n, i64 %inner, i64 {j}, i64 {k})")
+                    with r.when(same):
+                        r.set(found, j)
+            f = r.get(found)
+            r.store("%first", k, "int64", f)
+            with r.when(r.v(f"icmp eq i64 {f}, {k}")):
+                r.bump(distinct)
+        r.do(f"ret i64 {r.get(distinct)}")
+        routines[symbol] = r.text()
+    return symbol
+
+
+def _unique_fill(routines: dict[str, str], dtype: str, sort: bool) -> str:
+    """`void fill(ptr x, i64 outer, i64 n, i64 inner, ptr first, ptr pos, i64 m, ptr y, ptr idx,
+    ptr inverse, ptr counts)`: the `m` distinct slices (in first-occurrence order, or `sort`ed),
+    their first indices, each slice's position among them and their counts."""
+    symbol = f"irtool_rt_unique_{'sorted' if sort else 'unsorted'}_{_suffix(dtype)}"
+    if symbol not in routines:
+        less = _slice_compare(routines, dtype, less=True)
+        r = Routine(symbol, "void", [*_SLICE_PARAMS, "ptr %first", "ptr %pos", "i64 %m", "ptr %y", "ptr %idx",
+                                     "ptr %inverse", "ptr %counts"])
+        m = r.var("0")
+        with r.loop("%n") as k:
+            with r.when(r.v(f"icmp eq i64 {r.load('%first', k, 'int64')}, {k}")):
+                r.store("%idx", r.get(m), "int64", k)
+                r.bump(m)
+        if sort:   # insertion sort of the first indices by their slices
+            with r.loop("%m") as i:
+                key = r.load("%idx", i, "int64")
+                j = r.var(i)
+
+                def before() -> str:
+                    at = r.get(j)
+                    positive = r.v(f"icmp sgt i64 {at}, 0")
+                    prev = r.load("%idx", r.v(f"select i1 {positive}, i64 {r.v(f'sub nsw i64 {at}, 1')}, i64 0"), "int64")
+                    smaller = r.v(f"call i1 @{less}(ptr %x, i64 %outer, i64 %n, i64 %inner, i64 {key}, i64 {prev})")
+                    return r.v(f"and i1 {positive}, {smaller}")
+                with r.whilst(before):
+                    at = r.get(j)
+                    below = r.v(f"sub nsw i64 {at}, 1")
+                    r.store("%idx", at, "int64", r.load("%idx", below, "int64"))
+                    r.set(j, below)
+                r.store("%idx", r.get(j), "int64", key)
+        with r.loop("%m") as i:
+            r.store("%pos", r.load("%idx", i, "int64"), "int64", i)
+            r.store("%counts", i, "int64", "0")
+        with r.loop("%n") as k:
+            p = r.load("%pos", r.load("%first", k, "int64"), "int64")
+            r.store("%inverse", k, "int64", p)
+            r.store("%counts", p, "int64", r.v(f"add nsw i64 {r.load('%counts', p, 'int64')}, 1"))
+        size = element_bytes(dtype)
+        with r.loop("%outer") as o:
+            with r.loop("%m") as i:
+                src_row = r.madd(o, "%n", r.load("%idx", i, "int64"))
+                dst_row = r.madd(o, "%m", i)
+                bytes_ = r.v(f"mul nsw i64 %inner, {size}")
+                r.copy("%y", r.v(f"mul nsw i64 {dst_row}, {bytes_}"), "%x", r.v(f"mul nsw i64 {src_row}, {bytes_}"),
+                       bytes_)
+        r.do("ret void")
+        routines[symbol] = r.text()
+    return symbol
+
+
+# -- the call site
+
+def _operand(fb: FunctionBuilder, lv: LV) -> tuple[str, list[str], TensorType]:
+    """A tensor operand's data pointer, its dims (i64 values) and its type."""
+    if isinstance(lv.leaf, Obj):
+        t = lv.leaf.rtype
+        assert isinstance(t, TensorType)
+        return fb.box_data(lv), [fb.box_dim(lv, axis) for axis in range(len(t.shape))], t
+    assert isinstance(lv.leaf, TensorType)
+    return lv.value, [str(d) for d in lv.leaf.shape], lv.leaf
+
+
+def _product(fb: FunctionBuilder, dims: list[str]) -> str:
+    total = "1"
+    for d in dims:
+        total = fb.emit(f"mul nsw i64 {total}, {d}")
+    return total
+
+
+def _slices(fb: FunctionBuilder, dims: list[str], axis: int | None) -> tuple[str, str, str]:
+    """(outer, n, inner) of a tensor around `axis` (`slices_view` at run time)."""
+    if axis is None:
+        return "1", _product(fb, dims), "1"
+    return _product(fb, dims[:axis]), dims[axis], _product(fb, dims[axis + 1:])
+
+
+def _result(fb: FunctionBuilder, leaf: object, dims: list[str], dest: LV | None) -> tuple[LV, str]:
+    """A result and its data pointer: a new box of `dims`, or for a static type (`unique`'s
+    inverse indices) its destination or a temporary."""
+    if isinstance(leaf, Obj):
+        box = fb.new_box(leaf, dims)
+        return box, fb.box_data(box)
+    assert isinstance(leaf, TensorType)
+    lv = dest if dest is not None else fb.temp(leaf)
+    return lv, lv.value
+
+
+def _axis_attr(node: Call, ndim: int) -> int | None:
+    axis = node.attrs.get("axis")
+    return None if axis is None else int(axis) % ndim  # type: ignore[call-overload]
+
+
+def emit_call(fb: FunctionBuilder, node: Call, args: list[Value], dests: tuple[LV | None, ...] | None) -> Value:
+    """Code for one call of a data-dependent operator: count, allocate, fill."""
+    routines = fb.prog.routines
+    fb.prog.ctx.declare(MEMCPY, f"declare void @{MEMCPY}(ptr, ptr, i64, i1)")
+    name = node.op.name  # type: ignore[union-attr]
+    leaves = fb.leaves(node)
+    places = dests if dests is not None else (None,) * len(leaves)
+    data, dims, t = _operand(fb, args[0][0])
+    if name in ("argwhere", "nonzero"):
+        total = _product(fb, dims)
+        m = fb.emit(f"call i64 @{_count(routines, t.dtype)}(ptr {data}, i64 {total})")
+        rank = str(len(dims))
+        shape = fb.temp(TensorType((max(1, len(dims)),), INDEX_DTYPE))
+        for axis, d in enumerate(dims):
+            fb.do(f"store i64 {d}, ptr {fb.emit(f'getelementptr inbounds i64, ptr {shape.value}, i64 {axis}')}, align 8")
+        by_axis = name == "nonzero"
+        out, pointer = _result(fb, leaves[0], [rank, m] if by_axis else [m, rank], places[0])
+        out_dtype = INDEX_DTYPE if by_axis else "int32"
+        fb.do(f"call void @{_coordinates(routines, t.dtype, out_dtype, by_axis)}(ptr {data}, i64 {total}, "
+              f"ptr {shape.value}, i64 {rank}, i64 {m}, ptr {pointer})")
+        return (out,)
+    axis = _axis_attr(node, len(dims))
+    outer, n, inner = _slices(fb, dims, axis)
+
+    def shaped(extent: str) -> list[str]:
+        return [extent] if axis is None else [*dims[:axis], extent, *dims[axis + 1:]]
+
+    if name == "compress":
+        cond, cond_dims, cond_t = _operand(fb, args[1][0])
+        fb.fail_if(fb.emit(f"icmp sgt i64 {cond_dims[0]}, {n}"), STATUS_SHAPE_MISMATCH)
+        m = fb.emit(f"call i64 @{_count(routines, cond_t.dtype)}(ptr {cond}, i64 {cond_dims[0]})")
+        out, pointer = _result(fb, leaves[0], shaped(m), places[0])
+        size = fb.emit(f"mul nsw i64 {inner}, {element_bytes(t.dtype)}")
+        fb.do(f"call void @{_compress(routines, cond_t.dtype)}(ptr {data}, ptr {cond}, i64 {cond_dims[0]}, "
+              f"i64 {outer}, i64 {n}, i64 {size}, i64 {m}, ptr {pointer})")
+        return (out,)
+    assert name == "unique", name
+    scratch = fb.new_box(Obj(TensorType((Any(),), INDEX_DTYPE)), [fb.emit(f"mul nsw i64 {n}, 2")])
+    first = fb.box_data(scratch)
+    pos = fb.emit(f"getelementptr inbounds i64, ptr {first}, i64 {n}")
+    view = f"ptr {data}, i64 {outer}, i64 {n}, i64 {inner}"
+    m = fb.emit(f"call i64 @{_unique_first(routines, t.dtype)}({view}, ptr {first})")
+    results = [_result(fb, leaf, extents, place)
+               for leaf, extents, place in zip(leaves, [shaped(m), [m], [n], [m]], places)]
+    outs, pointers = [lv for lv, _ in results], [p for _, p in results]
+    fill = _unique_fill(routines, t.dtype, bool(node.attrs.get("sorted", True)))
+    fb.do(f"call void @{fill}({view}, ptr {first}, ptr {pos}, i64 {m}, {', '.join('ptr ' + p for p in pointers)})")
+    return tuple(outs)
