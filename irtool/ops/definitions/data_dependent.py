@@ -36,7 +36,7 @@ def _argwhere_rel(types: Sequence[Type], attrs: Attrs) -> Type:
 
 
 def _argwhere(args: list[Value], attrs: Attrs) -> Value:
-    return np.argwhere(args[0]).astype(np.int32).reshape(-1, args[0].ndim)
+    return np.argwhere(args[0]).astype(np.int32)
 
 
 register(OpDef("argwhere", 1, (), OpPattern.OPAQUE, _argwhere_rel, _argwhere,
@@ -50,7 +50,7 @@ def _nonzero_rel(types: Sequence[Type], attrs: Attrs) -> Type:
 
 
 def _nonzero(args: list[Value], attrs: Attrs) -> Value:
-    return np.argwhere(args[0]).T.astype(np.int64).reshape(args[0].ndim, -1)
+    return np.argwhere(args[0]).T.astype(np.int64)
 
 
 register(OpDef("nonzero", 1, (), OpPattern.OPAQUE, _nonzero_rel, _nonzero,
