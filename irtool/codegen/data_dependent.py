@@ -211,101 +211,130 @@ def _compress(routines: dict[str, str], cond_dtype: str) -> str:
 _SLICE_PARAMS = ["ptr %x", "i64 %outer", "i64 %n", "i64 %inner"]
 
 
-def _slice_compare(routines: dict[str, str], dtype: str, less: bool) -> str:
-    """`i1 cmp(ptr x, i64 outer, i64 n, i64 inner, i64 a, i64 b)`: slice a equals slice b, or
-    (`less`) comes before it lexicographically (its elements in row-major order)."""
-    symbol = f"irtool_rt_slice_{'less' if less else 'equal'}_{_suffix(dtype)}"
+def _slice_less(routines: dict[str, str], dtype: str) -> str:
+    """`i1 less(ptr x, i64 outer, i64 n, i64 inner, i64 a, i64 b)`: whether slice a comes before
+    slice b lexicographically (their elements in row-major order; unsigned types and bool as
+    unsigned, floats by value)."""
+    symbol = f"irtool_rt_slice_less_{_suffix(dtype)}"
     if symbol not in routines:
         r = Routine(symbol, "i1", [*_SLICE_PARAMS, "i64 %a", "i64 %b"])
         t = memory_type(dtype)
+        float_ = is_float(dtype)
         with r.loop("%outer") as o:
             row = r.v(f"mul nsw i64 {o}, %n")
             with r.loop("%inner") as i:
-                def element(s: str) -> str:
-                    return r.load("%x", r.madd(r.v(f"add nsw i64 {row}, {s}"), "%inner", i), dtype)
-                x, y = element("%a"), element("%b")
-                same = r.v(f"fcmp oeq {t} {x}, {y}" if is_float(dtype) else f"icmp eq {t} {x}, {y}")
-                with r.when(r.v(f"xor i1 {same}, true")):
-                    if less:
-                        pred = "fcmp olt" if is_float(dtype) else ("icmp ult" if is_unsigned(dtype) or dtype == "bool"
-                                                                   else "icmp slt")
-                        r.do(f"ret i1 {r.v(f'{pred} {t} {x}, {y}')}")
-                    else:
-                        r.do("ret i1 false")
+                x, y = (r.load("%x", r.madd(r.v(f"add nsw i64 {row}, {s}"), "%inner", i), dtype) for s in ("%a", "%b"))
+                with r.when(r.v(f"fcmp une {t} {x}, {y}" if float_ else f"icmp ne {t} {x}, {y}")):
+                    pred = "fcmp olt" if float_ else "icmp ult" if is_unsigned(dtype) or dtype == "bool" else "icmp slt"
+                    r.do(f"ret i1 {r.v(f'{pred} {t} {x}, {y}')}")
                     r.start(r.label("dead"))
-        r.do(f"ret i1 {'false' if less else 'true'}")
+        r.do("ret i1 false")
         routines[symbol] = r.text()
     return symbol
 
 
-def _unique_first(routines: dict[str, str], dtype: str) -> str:
-    """`i64 first(ptr x, i64 outer, i64 n, i64 inner, ptr first)`: for each slice the index of
-    the first slice equal to it; returns how many slices are their own first."""
-    symbol = f"irtool_rt_unique_first_{_suffix(dtype)}"
+def _unique_sort(routines: dict[str, str], dtype: str) -> str:
+    """`i64 sort(ptr x, i64 outer, i64 n, i64 inner, ptr perm, ptr tmp)`: the slice indices in
+    `perm`, stably merge-sorted by their slices (bottom-up, through `tmp`), so each run of equal
+    slices starts with its first occurrence; returns the number of runs."""
+    symbol = f"irtool_rt_unique_sort_{_suffix(dtype)}"
     if symbol not in routines:
-        equal = _slice_compare(routines, dtype, less=False)
-        r = Routine(symbol, "i64", [*_SLICE_PARAMS, "ptr %first"])
-        distinct = r.var("0")
+        less = _slice_less(routines, dtype)
+        r = Routine(symbol, "i64", [*_SLICE_PARAMS, "ptr %perm", "ptr %tmp"])
+
+        def before(a: str, b: str) -> str:
+            return r.v(f"call i1 @{less}(ptr %x, i64 %outer, i64 %n, i64 %inner, i64 {a}, i64 {b})")
+
+        def smaller(a: str, b: str) -> str:
+            return r.v(f"select i1 {r.v(f'icmp slt i64 {a}, {b}')}, i64 {a}, i64 {b}")
+
         with r.loop("%n") as k:
-            found = r.var(k)
-            with r.loop(k, also=lambda _: r.v(f"icmp eq i64 {r.get(found)}, {k}")) as j:
-                own = r.v(f"icmp eq i64 {r.load('%first', j, 'int64')}, {j}")
-                with r.when(own):
-                    same = r.v(f"call i1 @{equal}(ptr %x, i64 %outer, i64 %n, i64 %inner, i64 {j}, i64 {k})")
-                    with r.when(same):
-                        r.set(found, j)
-            f = r.get(found)
-            r.store("%first", k, "int64", f)
-            with r.when(r.v(f"icmp eq i64 {f}, {k}")):
-                r.bump(distinct)
-        r.do(f"ret i64 {r.get(distinct)}")
+            r.store("%perm", k, "int64", k)
+        width, flip = r.var("1"), r.var("0")
+        with r.whilst(lambda: r.v(f"icmp slt i64 {r.get(width)}, %n")):
+            w, flipped = r.get(width), r.v(f"icmp ne i64 {r.get(flip)}, 0")
+            src = r.v(f"select i1 {flipped}, ptr %tmp, ptr %perm")
+            dst = r.v(f"select i1 {flipped}, ptr %perm, ptr %tmp")
+            lo = r.var("0")
+            with r.whilst(lambda: r.v(f"icmp slt i64 {r.get(lo)}, %n")):
+                low = r.get(lo)
+                mid = smaller(r.v(f"add nsw i64 {low}, {w}"), "%n")
+                high = smaller(r.v(f"add nsw i64 {mid}, {w}"), "%n")
+                i, j = r.var(low), r.var(mid)
+                with r.loop(r.v(f"sub nsw i64 {high}, {low}")) as step:
+                    at_i, at_j = r.get(i), r.get(j)
+                    left = r.v(f"icmp slt i64 {at_i}, {mid}")
+                    right = r.v(f"icmp slt i64 {at_j}, {high}")
+                    a = r.load(src, r.v(f"select i1 {left}, i64 {at_i}, i64 {low}"), "int64")
+                    b = r.load(src, r.v(f"select i1 {right}, i64 {at_j}, i64 {low}"), "int64")
+                    # The right one only when it is strictly before the left one (stable).
+                    exhausted = r.v(f"xor i1 {left}, true")
+                    take_right = r.v(f"and i1 {right}, {r.v(f'or i1 {exhausted}, {before(b, a)}')}")
+                    r.store(dst, r.v(f"add nsw i64 {low}, {step}"), "int64", r.v(f"select i1 {take_right}, i64 {b}, i64 {a}"))
+                    r.set(i, r.v(f"select i1 {take_right}, i64 {at_i}, i64 {r.v(f'add nsw i64 {at_i}, 1')}"))
+                    r.set(j, r.v(f"select i1 {take_right}, i64 {r.v(f'add nsw i64 {at_j}, 1')}, i64 {at_j}"))
+                r.set(lo, high)
+            r.set(width, r.v(f"shl i64 {w}, 1"))
+            r.set(flip, r.v(f"xor i64 {r.get(flip)}, 1"))
+        with r.when(r.v(f"icmp ne i64 {r.get(flip)}, 0")):
+            r.copy("%perm", "0", "%tmp", "0", r.v("mul nsw i64 %n, 8"))
+        runs = r.var(r.v("select i1 " + r.v("icmp sgt i64 %n, 0") + ", i64 1, i64 0"))
+        with r.loop(r.v("sub nsw i64 %n, 1")) as k:
+            after = r.v(f"add nsw i64 {k}, 1")
+            with r.when(before(r.load("%perm", k, "int64"), r.load("%perm", after, "int64"))):
+                r.bump(runs)
+        r.do(f"ret i64 {r.get(runs)}")
         routines[symbol] = r.text()
     return symbol
 
 
 def _unique_fill(routines: dict[str, str], dtype: str, sort: bool) -> str:
-    """`void fill(ptr x, i64 outer, i64 n, i64 inner, ptr first, ptr pos, i64 m, ptr y, ptr idx,
-    ptr inverse, ptr counts)`: the `m` distinct slices (in first-occurrence order, or `sort`ed),
-    their first indices, each slice's position among them and their counts."""
+    """`void fill(ptr x, i64 outer, i64 n, i64 inner, ptr perm, ptr tmp, i64 m, ptr y, ptr idx,
+    ptr inverse, ptr counts)`: from the sorted `perm`, the `m` runs' first indices, each slice's
+    run and the runs' sizes; unless `sort`, the runs are then renumbered in order of first
+    occurrence (marks in `tmp`, new numbers in `perm`); last the distinct slices are copied."""
     symbol = f"irtool_rt_unique_{'sorted' if sort else 'unsorted'}_{_suffix(dtype)}"
     if symbol not in routines:
-        less = _slice_compare(routines, dtype, less=True)
-        r = Routine(symbol, "void", [*_SLICE_PARAMS, "ptr %first", "ptr %pos", "i64 %m", "ptr %y", "ptr %idx",
+        less = _slice_less(routines, dtype)
+        r = Routine(symbol, "void", [*_SLICE_PARAMS, "ptr %perm", "ptr %tmp", "i64 %m", "ptr %y", "ptr %idx",
                                      "ptr %inverse", "ptr %counts"])
-        m = r.var("0")
+        run = r.var("-1")
         with r.loop("%n") as k:
-            with r.when(r.v(f"icmp eq i64 {r.load('%first', k, 'int64')}, {k}")):
-                r.store("%idx", r.get(m), "int64", k)
-                r.bump(m)
-        if sort:   # insertion sort of the first indices by their slices
-            with r.loop("%m") as i:
-                key = r.load("%idx", i, "int64")
-                j = r.var(i)
-
-                def before() -> str:
-                    at = r.get(j)
-                    positive = r.v(f"icmp sgt i64 {at}, 0")
-                    prev = r.load("%idx", r.v(f"select i1 {positive}, i64 {r.v(f'sub nsw i64 {at}, 1')}, i64 0"), "int64")
-                    smaller = r.v(f"call i1 @{less}(ptr %x, i64 %outer, i64 %n, i64 %inner, i64 {key}, i64 {prev})")
-                    return r.v(f"and i1 {positive}, {smaller}")
-                with r.whilst(before):
-                    at = r.get(j)
-                    below = r.v(f"sub nsw i64 {at}, 1")
-                    r.store("%idx", at, "int64", r.load("%idx", below, "int64"))
-                    r.set(j, below)
-                r.store("%idx", r.get(j), "int64", key)
-        with r.loop("%m") as i:
-            r.store("%pos", r.load("%idx", i, "int64"), "int64", i)
-            r.store("%counts", i, "int64", "0")
-        with r.loop("%n") as k:
-            p = r.load("%pos", r.load("%first", k, "int64"), "int64")
-            r.store("%inverse", k, "int64", p)
-            r.store("%counts", p, "int64", r.v(f"add nsw i64 {r.load('%counts', p, 'int64')}, 1"))
+            here = r.load("%perm", k, "int64")
+            first = r.v(f"icmp eq i64 {k}, 0")
+            earlier = r.load("%perm", r.v(f"select i1 {first}, i64 0, i64 {r.v(f'sub nsw i64 {k}, 1')}"), "int64")
+            differs = r.v(f"call i1 @{less}(ptr %x, i64 %outer, i64 %n, i64 %inner, i64 {earlier}, i64 {here})")
+            new_run = r.v(f"or i1 {first}, {differs}")
+            with r.when(new_run):
+                r.bump(run)
+                at = r.get(run)
+                r.store("%idx", at, "int64", here)
+                r.store("%counts", at, "int64", "0")
+            at = r.get(run)
+            r.store("%inverse", here, "int64", at)
+            r.store("%counts", at, "int64", r.v(f"add nsw i64 {r.load('%counts', at, 'int64')}, 1"))
+        if not sort:
+            with r.loop("%n") as k:
+                r.store("%tmp", k, "int64", "-1")
+            with r.loop("%m") as q:
+                r.store("%tmp", r.load("%idx", q, "int64"), "int64", q)
+            order = r.var("0")
+            with r.loop("%n") as k:
+                q = r.load("%tmp", k, "int64")
+                with r.when(r.v(f"icmp sge i64 {q}, 0")):
+                    r.store("%perm", q, "int64", r.get(order))
+                    r.bump(order)
+            for array in ("%idx", "%counts"):   # array[perm[q]] = old array[q], through tmp
+                r.copy("%tmp", "0", array, "0", r.v("mul nsw i64 %m, 8"))
+                with r.loop("%m") as q:
+                    r.store(array, r.load("%perm", q, "int64"), "int64", r.load("%tmp", q, "int64"))
+            with r.loop("%n") as k:
+                r.store("%inverse", k, "int64", r.load("%perm", r.load("%inverse", k, "int64"), "int64"))
         size = element_bytes(dtype)
         with r.loop("%outer") as o:
-            with r.loop("%m") as i:
-                src_row = r.madd(o, "%n", r.load("%idx", i, "int64"))
-                dst_row = r.madd(o, "%m", i)
+            with r.loop("%m") as q:
+                src_row = r.madd(o, "%n", r.load("%idx", q, "int64"))
+                dst_row = r.madd(o, "%m", q)
                 bytes_ = r.v(f"mul nsw i64 %inner, {size}")
                 r.copy("%y", r.v(f"mul nsw i64 {dst_row}, {bytes_}"), "%x", r.v(f"mul nsw i64 {src_row}, {bytes_}"),
                        bytes_)
@@ -394,13 +423,13 @@ def emit_call(fb: FunctionBuilder, node: Call, args: list[Value], dests: tuple[L
         return (out,)
     assert name == "unique", name
     scratch = fb.new_box(Obj(TensorType((Any(),), INDEX_DTYPE)), [fb.emit(f"mul nsw i64 {n}, 2")])
-    first = fb.box_data(scratch)
-    pos = fb.emit(f"getelementptr inbounds i64, ptr {first}, i64 {n}")
+    perm = fb.box_data(scratch)
+    tmp = fb.emit(f"getelementptr inbounds i64, ptr {perm}, i64 {n}")
     view = f"ptr {data}, i64 {outer}, i64 {n}, i64 {inner}"
-    m = fb.emit(f"call i64 @{_unique_first(routines, t.dtype)}({view}, ptr {first})")
+    m = fb.emit(f"call i64 @{_unique_sort(routines, t.dtype)}({view}, ptr {perm}, ptr {tmp})")
     results = [_result(fb, leaf, extents, place)
                for leaf, extents, place in zip(leaves, [shaped(m), [m], [n], [m]], places)]
     outs, pointers = [lv for lv, _ in results], [p for _, p in results]
     fill = _unique_fill(routines, t.dtype, bool(node.attrs.get("sorted", True)))
-    fb.do(f"call void @{fill}({view}, ptr {first}, ptr {pos}, i64 {m}, {', '.join('ptr ' + p for p in pointers)})")
+    fb.do(f"call void @{fill}({view}, ptr {perm}, ptr {tmp}, i64 {m}, {', '.join('ptr ' + p for p in pointers)})")
     return tuple(outs)
