@@ -6,8 +6,8 @@ count pass (an LLVM routine returning the extent), the result boxes allocated wi
 activation (`FunctionBuilder.new_box`, so they are held and released like every box), and a fill
 pass writing them. The routines are generated as LLVM IR into the same object, one per operator
 and element type, and take every extent as a run-time argument, so a box operand works like a
-static one. `unique` finds first occurrences by comparing slices pairwise and sorts the distinct
-ones by insertion: O(n²) comparisons, fine for the sizes models give it.
+static one. `unique` merge-sorts the slice indices by their slices (stable, so each run of equal
+slices starts with its first occurrence): O(n log n) slice comparisons.
 """
 
 from __future__ import annotations
@@ -385,51 +385,74 @@ def _axis_attr(node: Call, ndim: int) -> int | None:
     return None if axis is None else int(axis) % ndim  # type: ignore[call-overload]
 
 
-def emit_call(fb: FunctionBuilder, node: Call, args: list[Value], dests: tuple[LV | None, ...] | None) -> Value:
-    """Code for one call of a data-dependent operator: count, allocate, fill."""
+def _where(fb: FunctionBuilder, node: Call, args: list[Value], places: tuple[LV | None, ...]) -> Value:
+    """`argwhere` (rows of coordinates, int32) or `nonzero` (one row per axis, int64)."""
     routines = fb.prog.routines
-    fb.prog.ctx.declare(MEMCPY, f"declare void @{MEMCPY}(ptr, ptr, i64, i1)")
-    name = node.op.name  # type: ignore[union-attr]
-    leaves = fb.leaves(node)
-    places = dests if dests is not None else (None,) * len(leaves)
     data, dims, t = _operand(fb, args[0][0])
-    if name in ("argwhere", "nonzero"):
-        total = _product(fb, dims)
-        m = fb.emit(f"call i64 @{_count(routines, t.dtype)}(ptr {data}, i64 {total})")
-        rank = str(len(dims))
-        shape = fb.temp(TensorType((max(1, len(dims)),), INDEX_DTYPE))
-        for axis, d in enumerate(dims):
-            fb.do(f"store i64 {d}, ptr {fb.emit(f'getelementptr inbounds i64, ptr {shape.value}, i64 {axis}')}, align 8")
-        by_axis = name == "nonzero"
-        out, pointer = _result(fb, leaves[0], [rank, m] if by_axis else [m, rank], places[0])
-        out_dtype = INDEX_DTYPE if by_axis else "int32"
-        fb.do(f"call void @{_coordinates(routines, t.dtype, out_dtype, by_axis)}(ptr {data}, i64 {total}, "
-              f"ptr {shape.value}, i64 {rank}, i64 {m}, ptr {pointer})")
-        return (out,)
+    total = _product(fb, dims)
+    m = fb.emit(f"call i64 @{_count(routines, t.dtype)}(ptr {data}, i64 {total})")
+    rank = str(len(dims))
+    shape = fb.temp(TensorType((max(1, len(dims)),), INDEX_DTYPE))
+    for axis, d in enumerate(dims):
+        fb.do(f"store i64 {d}, ptr {fb.emit(f'getelementptr inbounds i64, ptr {shape.value}, i64 {axis}')}, align 8")
+    by_axis = node.op.name == "nonzero"  # type: ignore[union-attr]
+    out, pointer = _result(fb, fb.leaves(node)[0], [rank, m] if by_axis else [m, rank], places[0])
+    out_dtype = INDEX_DTYPE if by_axis else "int32"
+    fb.do(f"call void @{_coordinates(routines, t.dtype, out_dtype, by_axis)}(ptr {data}, i64 {total}, "
+          f"ptr {shape.value}, i64 {rank}, i64 {m}, ptr {pointer})")
+    return (out,)
+
+
+def _shaped(dims: list[str], axis: int | None, extent: str) -> list[str]:
+    """The dims of a selection of `extent` slices along `axis` (1-d without one)."""
+    return [extent] if axis is None else [*dims[:axis], extent, *dims[axis + 1:]]
+
+
+def _compress_call(fb: FunctionBuilder, node: Call, args: list[Value], places: tuple[LV | None, ...]) -> Value:
+    """`compress`: a condition longer than its axis is status 5."""
+    routines = fb.prog.routines
+    data, dims, t = _operand(fb, args[0][0])
     axis = _axis_attr(node, len(dims))
     outer, n, inner = _slices(fb, dims, axis)
+    cond, cond_dims, cond_t = _operand(fb, args[1][0])
+    fb.fail_if(fb.emit(f"icmp sgt i64 {cond_dims[0]}, {n}"), STATUS_SHAPE_MISMATCH)
+    m = fb.emit(f"call i64 @{_count(routines, cond_t.dtype)}(ptr {cond}, i64 {cond_dims[0]})")
+    out, pointer = _result(fb, fb.leaves(node)[0], _shaped(dims, axis, m), places[0])
+    size = fb.emit(f"mul nsw i64 {inner}, {element_bytes(t.dtype)}")
+    fb.do(f"call void @{_compress(routines, cond_t.dtype)}(ptr {data}, ptr {cond}, i64 {cond_dims[0]}, "
+          f"i64 {outer}, i64 {n}, i64 {size}, i64 {m}, ptr {pointer})")
+    return (out,)
 
-    def shaped(extent: str) -> list[str]:
-        return [extent] if axis is None else [*dims[:axis], extent, *dims[axis + 1:]]
 
-    if name == "compress":
-        cond, cond_dims, cond_t = _operand(fb, args[1][0])
-        fb.fail_if(fb.emit(f"icmp sgt i64 {cond_dims[0]}, {n}"), STATUS_SHAPE_MISMATCH)
-        m = fb.emit(f"call i64 @{_count(routines, cond_t.dtype)}(ptr {cond}, i64 {cond_dims[0]})")
-        out, pointer = _result(fb, leaves[0], shaped(m), places[0])
-        size = fb.emit(f"mul nsw i64 {inner}, {element_bytes(t.dtype)}")
-        fb.do(f"call void @{_compress(routines, cond_t.dtype)}(ptr {data}, ptr {cond}, i64 {cond_dims[0]}, "
-              f"i64 {outer}, i64 {n}, i64 {size}, i64 {m}, ptr {pointer})")
-        return (out,)
-    assert name == "unique", name
+def _unique_call(fb: FunctionBuilder, node: Call, args: list[Value], places: tuple[LV | None, ...]) -> Value:
+    """`unique`: its scratch (the permutation and the merge buffer) is a box the activation holds."""
+    routines = fb.prog.routines
+    data, dims, t = _operand(fb, args[0][0])
+    axis = _axis_attr(node, len(dims))
+    outer, n, inner = _slices(fb, dims, axis)
     scratch = fb.new_box(Obj(TensorType((Any(),), INDEX_DTYPE)), [fb.emit(f"mul nsw i64 {n}, 2")])
     perm = fb.box_data(scratch)
     tmp = fb.emit(f"getelementptr inbounds i64, ptr {perm}, i64 {n}")
     view = f"ptr {data}, i64 {outer}, i64 {n}, i64 {inner}"
     m = fb.emit(f"call i64 @{_unique_sort(routines, t.dtype)}({view}, ptr {perm}, ptr {tmp})")
     results = [_result(fb, leaf, extents, place)
-               for leaf, extents, place in zip(leaves, [shaped(m), [m], [n], [m]], places)]
+               for leaf, extents, place in zip(fb.leaves(node), [_shaped(dims, axis, m), [m], [n], [m]], places)]
     outs, pointers = [lv for lv, _ in results], [p for _, p in results]
     fill = _unique_fill(routines, t.dtype, bool(node.attrs.get("sorted", True)))
     fb.do(f"call void @{fill}({view}, ptr {perm}, ptr {tmp}, i64 {m}, {', '.join('ptr ' + p for p in pointers)})")
     return tuple(outs)
+
+
+_CALLS: dict[str, Callable[[FunctionBuilder, Call, list[Value], tuple[LV | None, ...]], Value]] = {
+    "argwhere": _where, "nonzero": _where, "compress": _compress_call, "unique": _unique_call}
+
+
+def emit_call(fb: FunctionBuilder, node: Call, args: list[Value], dests: tuple[LV | None, ...] | None) -> Value:
+    """Code for one call of a data-dependent operator (`args`: its operands' values): count,
+    allocate, fill. Results of static type go to `dests` where given."""
+    name = node.op.name  # type: ignore[union-attr]
+    call = _CALLS.get(name)
+    if call is None:
+        raise fb.error(f"the operator `{name}` has a data-dependent extent but no native routine", node)
+    fb.prog.ctx.declare(MEMCPY, f"declare void @{MEMCPY}(ptr, ptr, i64, i1)")
+    return call(fb, node, args, dests if dests is not None else (None,) * len(fb.leaves(node)))
