@@ -355,18 +355,11 @@ def _operand(fb: FunctionBuilder, lv: LV) -> tuple[str, list[str], TensorType]:
     return lv.value, [str(d) for d in lv.leaf.shape], lv.leaf
 
 
-def _product(fb: FunctionBuilder, dims: list[str]) -> str:
-    total = "1"
-    for d in dims:
-        total = fb.emit(f"mul nsw i64 {total}, {d}")
-    return total
-
-
 def _slices(fb: FunctionBuilder, dims: list[str], axis: int | None) -> tuple[str, str, str]:
     """(outer, n, inner) of a tensor around `axis` (`slices_view` at run time)."""
     if axis is None:
-        return "1", _product(fb, dims), "1"
-    return _product(fb, dims[:axis]), dims[axis], _product(fb, dims[axis + 1:])
+        return "1", fb.product(dims), "1"
+    return fb.product(dims[:axis]), dims[axis], fb.product(dims[axis + 1:])
 
 
 def _result(fb: FunctionBuilder, leaf: object, dims: list[str], dest: LV | None) -> tuple[LV, str]:
@@ -389,7 +382,7 @@ def _where(fb: FunctionBuilder, node: Call, args: list[Value], places: tuple[LV 
     """`argwhere` (rows of coordinates, int32) or `nonzero` (one row per axis, int64)."""
     routines = fb.prog.routines
     data, dims, t = _operand(fb, args[0][0])
-    total = _product(fb, dims)
+    total = fb.product(dims)
     m = fb.emit(f"call i64 @{_count(routines, t.dtype)}(ptr {data}, i64 {total})")
     rank = str(len(dims))
     shape = fb.temp(TensorType((max(1, len(dims)),), INDEX_DTYPE))

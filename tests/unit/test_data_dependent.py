@@ -1,8 +1,8 @@
 """Operators with data-dependent extents (`argwhere`, `nonzero`, `unique`, `compress`): the
 interpreter and native code against numpy (`np.argwhere`, `np.nonzero`, `np.unique` with
 `return_index`/`return_inverse`/`return_counts`, `np.compress`) on random data, empty results,
-box operands, 10,000 calls without a leak, `irtool-run --backend=native` on Relay text, and the
-located error when a kernel would need a `?` native code cannot take."""
+box operands, 10,000 calls without a leak, `irtool-run --backend=native` on Relay text, and
+kernels over the results (and the located error where an operator works across the `?`)."""
 
 from __future__ import annotations
 
@@ -157,10 +157,15 @@ def test_irtool_run_native_on_relay_text(tmp_path: Path) -> None:
     assert_same([out[f"output{k}"] for k in range(len(out.files))], expected(x, c))
 
 
-def test_a_kernel_that_would_need_a_dynamic_inner_axis_is_a_located_error() -> None:
-    """nonzero's `?` is its second axis: no kernel takes it yet (argwhere's leading `?` is a batch)."""
-    text = HEADER + "def @main(%x: Tensor[(2, 3), float32]) {\n  %0 = nonzero(%x);\n  add(%0, 1i64)\n}\n"
-    with pytest.raises(DiagnosticError, match=r"Tensor\[\(2, \?\), int64\]: only the leading axis may be dynamic") \
-            as info:
-        irtool.build(parse(text, "bad.relay"))
-    assert info.value.span is not None and info.value.span.line == 3
+def test_kernels_take_nonzero_rows_and_refuse_an_operator_across_its_extent() -> None:
+    """nonzero's `?` is its second axis: an element-wise kernel runs over it row by row, while a
+    softmax along it is the located error naming the operator and the axis."""
+    body = "def @main(%x: Tensor[(2, 3), float32]) {\n  %0 = nonzero(%x);\n  add(%0, 1i64)\n}\n"
+    native = irtool.build(parse(HEADER + body, "rows.relay"))
+    for x in (np.array([[0, 1, 2], [3, 0, 0]], np.float32), np.zeros((2, 3), np.float32)):
+        np.testing.assert_array_equal(native(x=x), np.array(np.nonzero(x), np.int64).reshape(2, -1) + 1)
+    bad = body.replace("add(%0, 1i64)", 'nn.softmax(cast(%0, dtype="float32"), axis=1)')
+    with pytest.raises(DiagnosticError, match=r"no shape function for `nn.softmax` with a `\?` on axis 1 of "
+                                              r"Tensor\[\(2, \?\), float32\]") as info:
+        irtool.build(parse(HEADER + bad, "bad.relay"))
+    assert info.value.span is not None and info.value.span.line == 4
