@@ -1,6 +1,10 @@
 """Operators whose output extent depends on the data: `argwhere` (TVM), `nonzero` (ONNX's
 layout of it), `unique` and `compress`. Each result has a `?` for the counted extent.
 
+`argwhere` is TVM's. `unique` keeps TVM's name and `sorted` attribute, but where TVM pads its
+results to the input's length and adds a `num_unique` count, these have the counted extent, and
+always come as ONNX orders them: (values, indices, inverse_indices, counts), with ONNX's `axis`.
+
 They are flagged `data_dependent` (`is_data_dependent`): fusion leaves them alone, lowering keeps
 them as Relay calls, and native code runs each as a routine that counts, allocates the result
 and fills it (irtool/codegen/data_dependent.py; docs/native-relay.md, "Data-dependent extents").
