@@ -214,7 +214,7 @@ _SLICE_PARAMS = ["ptr %x", "i64 %outer", "i64 %n", "i64 %inner"]
 def _slice_less(routines: dict[str, str], dtype: str) -> str:
     """`i1 less(ptr x, i64 outer, i64 n, i64 inner, i64 a, i64 b)`: whether slice a comes before
     slice b lexicographically (their elements in row-major order; unsigned types and bool as
-    unsigned, floats by value)."""
+    unsigned, floats by value with NaN last)."""
     symbol = f"irtool_rt_slice_less_{_suffix(dtype)}"
     if symbol not in routines:
         r = Routine(symbol, "i1", [*_SLICE_PARAMS, "i64 %a", "i64 %b"])
@@ -224,9 +224,18 @@ def _slice_less(routines: dict[str, str], dtype: str) -> str:
             row = r.v(f"mul nsw i64 {o}, %n")
             with r.loop("%inner") as i:
                 x, y = (r.load("%x", r.madd(r.v(f"add nsw i64 {row}, {s}"), "%inner", i), dtype) for s in ("%a", "%b"))
-                with r.when(r.v(f"fcmp une {t} {x}, {y}" if float_ else f"icmp ne {t} {x}, {y}")):
-                    pred = "fcmp olt" if float_ else "icmp ult" if is_unsigned(dtype) or dtype == "bool" else "icmp slt"
-                    r.do(f"ret i1 {r.v(f'{pred} {t} {x}, {y}')}")
+                if float_:   # NaN after every number and equal to NaN (numpy's order)
+                    x_nan, y_nan = r.v(f"fcmp uno {t} {x}, 0.0"), r.v(f"fcmp uno {t} {y}, 0.0")
+                    same = r.v(f"or i1 {r.v(f'fcmp oeq {t} {x}, {y}')}, {r.v(f'and i1 {x_nan}, {y_nan}')}")
+                    differ = r.v(f"xor i1 {same}, true")
+                    below = r.v(f"or i1 {y_nan}, {r.v(f'fcmp olt {t} {x}, {y}')}")
+                    less = r.v(f"and i1 {r.v(f'xor i1 {x_nan}, true')}, {below}")
+                else:
+                    differ = r.v(f"icmp ne {t} {x}, {y}")
+                    pred = "icmp ult" if is_unsigned(dtype) or dtype == "bool" else "icmp slt"
+                    less = r.v(f"{pred} {t} {x}, {y}")
+                with r.when(differ):
+                    r.do(f"ret i1 {less}")
                     r.start(r.label("dead"))
         r.do("ret i1 false")
         routines[symbol] = r.text()

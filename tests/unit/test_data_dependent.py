@@ -169,3 +169,13 @@ def test_kernels_take_nonzero_rows_and_refuse_an_operator_across_its_extent() ->
                                               r"Tensor\[\(2, \?\), float32\]") as info:
         irtool.build(parse(HEADER + bad, "bad.relay"))
     assert info.value.span is not None and info.value.span.line == 4
+
+
+def test_unique_puts_nan_last_once() -> None:
+    """NaN compares after every number and equal to NaN, as numpy's `unique` orders it."""
+    text = HEADER + "def @main(%x: Tensor[(7), float32]) {\n  %0 = unique(%x);\n  (%0.0, %0.1, %0.2, %0.3)\n}\n"
+    x = np.array([2.0, np.nan, -1.0, np.nan, 2.0, np.inf, -0.0], np.float32)
+    want = numpy_unique(x, None, True)
+    assert np.isnan(want[0][-1]) and np.isnan(want[0]).sum() == 1
+    assert_same(flatten_value(run_function(parse(text, "nan.relay"), [x])), want)
+    assert_same(list(irtool.build(parse(text, "nan.relay"))(x=x)), want)

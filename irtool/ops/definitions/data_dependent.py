@@ -97,8 +97,9 @@ def _unique(args: list[Value], attrs: Attrs) -> Value:
     axis = None if attrs["axis"] is None else int(attrs["axis"]) % x.ndim  # type: ignore[call-overload]
     outer, n, inner = slices_view(x.shape, axis)
     rows = np.moveaxis(x.reshape(outer, n, inner), 1, 0).reshape(n, outer * inner)
-    # Rows as tuples: equal rows are equal tuples, ordered lexicographically (numpy's row order).
-    keys = [tuple(r) for r in rows.tolist()]
+    # Rows as tuples: equal rows are equal tuples, ordered lexicographically (numpy's row order),
+    # NaN after every number and equal to NaN.
+    keys = [tuple((v != v, 0 if v != v else v) for v in r) for r in rows.tolist()]
     first: dict[tuple, int] = {}
     for k, key in enumerate(keys):
         first.setdefault(key, k)
