@@ -1,4 +1,4 @@
-"""Native speed of issue 14's operators against onnxruntime, one thread, on shapes real models use.
+"""Native speed of issue 14's operators (and issue 15's data-dependent ones) against onnxruntime, one thread.
 
     python benchmarks/onnx_ops.py [--only layernorm,resize,...] [--repeat N]
 
@@ -68,6 +68,14 @@ def _cases() -> dict[str, tuple[str, list, dict, dict, int]]:
                  {"x": RNG.standard_normal((64, 1000)).astype(f)}, {"k": np.array([5], np.int64)}, 11),
         "cumsum": ("CumSum 128x768, axis 1", [n("CumSum", ["x", "a"], ["y"])], {"x": x768},
                    {"a": np.array(1, np.int64)}, 14),
+        "nonzero": ("NonZero 1000x1000, half zero", [n("NonZero", ["x"], ["y"])],
+                    {"x": np.maximum(RNG.standard_normal((1000, 1000)), 0).astype(f)}, {}, 13),
+        "compress": ("Compress 1000x256 rows by a run-time condition (half true)",
+                     [n("Compress", ["x", "c"], ["y"], axis=0)],
+                     {"x": RNG.standard_normal((1000, 256)).astype(f), "c": RNG.random(1000) < 0.5}, {}, 11),
+        "unique": ("Unique sorted of 100,000 values, 10,000 distinct (all four outputs computed)",
+                   [n("Unique", ["x"], ["y", "i", "inv", "counts"])],
+                   {"x": RNG.integers(0, 10_000, 100_000).astype(f)}, {}, 11),
     }
 
 

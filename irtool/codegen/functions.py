@@ -102,6 +102,8 @@ class ProgramBuilder:
         self.function_values: set[str] = set()
         # Batch-1 kernels run per row (irtool/codegen/boxes.py): wrapper symbol -> its text.
         self.row_wrappers: dict[str, str] = {}
+        # Routines of the operators with data-dependent extents (irtool/codegen/data_dependent.py).
+        self.routines: dict[str, str] = {}
         self.boxes = False
 
     def fresh_symbol(self, stem: str) -> str:
@@ -327,7 +329,7 @@ def generate_functions_module(mod: IRModule, prefix: str, options: TargetOptions
         define = primfunc_to_llvm(ctx, func, prog.kernel_symbol(name), prog.kernel_align[name], True, linkage)
         small = all(int(np.prod(b.shape, dtype=np.int64)) <= _INLINE_KERNEL_ELEMENTS for b in func.params)
         kernels.append(define if small else _with_attributes(define, RUN_KERNEL))
-    kernels += prog.row_wrappers.values()
+    kernels += [*prog.row_wrappers.values(), *prog.routines.values()]
     if prog.boxes:
         kernels.append(BOX_RUNTIME_TEXT)
     if any(spec.dynamic for spec in outputs):

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from irtool.analysis.unify import substitute
+from irtool.codegen import data_dependent
 from irtool.codegen.boxes import (DATA, DIMS, NEW_BOX, STATUS_SHAPE_MISMATCH, element_align, header_bytes,
                                   row_bytes)
 from irtool.codegen.captures import only_called
@@ -34,6 +35,7 @@ from irtool.ir.signature import (BATCH_TILE_KERNEL, BATCH_TILE_ROWS, Extent, bat
 from irtool.ir.tir import PrimFunc
 from irtool.ir.types import FuncType, RefType, TensorType, TupleType, Type, TypeCall, TypeVar, type_parts, type_to_text
 from irtool.ir.visitor import free_vars
+from irtool.ops.definitions.data_dependent import is_data_dependent
 
 if TYPE_CHECKING:
     from irtool.codegen.functions import ProgramBuilder
@@ -784,6 +786,12 @@ class FunctionBuilder:
                     self.done(node, value, dests)
             self.push(view)
             self.push(lambda: self.eval(node.args[0], None))
+            return
+        if is_data_dependent(name):
+            count = len(node.args)
+            self.push(lambda: self.done(node, data_dependent.emit_call(self, node, self.take(count), dests), None))
+            for a in reversed(node.args):
+                self.push(lambda a=a: self.eval(a, None))   # type: ignore[misc]
             return
         raise self.error(f"the operator `{name}` is not compiled natively (lower the module first)", node)
 

@@ -29,7 +29,6 @@ _OUT_OF_SCOPE_FAMILIES: dict[str, tuple[str, ...]] = {
     "random number generators are out of scope": ("RandomNormal", "RandomNormalLike", "RandomUniform",
                                                   "RandomUniformLike", "Multinomial", "Bernoulli"),
     "spectral transforms are out of scope": ("DFT", "STFT"),
-    "data-dependent output shapes are out of scope": ("NonZero", "Unique"),
 }
 OUT_OF_SCOPE: dict[str, str] = {op: why for why, ops in _OUT_OF_SCOPE_FAMILIES.items() for op in ops}
 _DOMAIN_REASONS = {

@@ -24,6 +24,7 @@ from irtool.lower.batch import is_batched, is_dynamic, lower_batched
 from irtool.lower.rules import compute_rule
 from irtool.lower.rules.indexing import IN_PLACE, in_place_part
 from irtool.lower.primitive import LoweredPrimitive, flatten_type, lower_primitive, type_of
+from irtool.ops.definitions.data_dependent import is_data_dependent
 from irtool.ops.registry import get_op
 from irtool.core.diagnostics import DiagnosticError
 
@@ -37,9 +38,10 @@ _LOWERED_OPS = frozenset({"call_lowered", "reshape", "device_copy", "on_device",
 
 
 def is_lowered(mod: IRModule) -> bool:
-    """True when no Relay function calls an operator other than kernels, views, copies and
-    `memory.kill`, and no fused primitive function is left (or there is no Relay function): the
-    form code generation takes. Globals marked `Primitive=1` are fused groups themselves: they are
+    """True when no Relay function calls an operator other than kernels, views, copies,
+    `memory.kill` and operators with data-dependent extents (native routines of their own), and
+    no fused primitive function is left (or there is no Relay function): the form code
+    generation takes. Globals marked `Primitive=1` are fused groups themselves: they are
     not looked into, and a function that still refers to one is not lowered (its calls lower to
     kernels)."""
     for func in mod.functions.values():
@@ -50,7 +52,8 @@ def is_lowered(mod: IRModule) -> bool:
         if func.is_primitive:
             continue
         for node in post_order(func.body):
-            if isinstance(node, Call) and isinstance(node.op, Op) and node.op.name not in _LOWERED_OPS:
+            if isinstance(node, Call) and isinstance(node.op, Op) and node.op.name not in _LOWERED_OPS \
+                    and not is_data_dependent(node.op.name):
                 return False
             if isinstance(node, Function) and node.is_primitive:
                 return False

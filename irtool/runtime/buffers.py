@@ -38,7 +38,8 @@ def describe_status(status: int, abi: ABI) -> str:
     if status == STATUS_NO_MATCH:
         return "no clause of a `match` accepts the value"
     if status == STATUS_SHAPE_MISMATCH:
-        return "a run-time shape does not fit (an input's static dimension, or two batches that must be equal)"
+        return ("a run-time shape does not fit (an input's static dimension, two batches that must be equal, or "
+                "a `compress` condition longer than its axis)")
     k = status - STATUS_ASSERT_BASE
     if 0 <= k < len(abi.assert_messages):
         return f"assertion failed: {abi.assert_messages[k]}"

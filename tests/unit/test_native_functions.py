@@ -4,7 +4,6 @@ and against facts of the generated LLVM IR; memory released over 10,000 calls.""
 
 from __future__ import annotations
 
-import ctypes
 import re
 
 import numpy as np
@@ -18,6 +17,7 @@ from irtool.eval.interpreter import flatten_value, run_function
 from irtool.passes import run
 from irtool.syntax.parser import parse
 from irtool.target import TargetOptions
+from support.heap import heap_in_use
 from support.programs import LIST_TYPE, NATIVE_CONTROL_FLOW
 
 HEADER = '#[version = "0.0.5"]\n'
@@ -236,23 +236,8 @@ def @main(%l: Tensor[(2, 2), float32]) -> Tensor[(2, 2), float32] { @apply(fn [T
     np.testing.assert_array_equal(same_as_interpreter(text, {"l": l})[0], l)
 
 
-def _heap_in_use() -> int:
-    class MallInfo2(ctypes.Structure):
-        _fields_ = [(n, ctypes.c_size_t) for n in
-                    ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
-                     "keepcost")]
-    libc = ctypes.CDLL(None)
-    libc.mallinfo2.restype = MallInfo2
-    info = libc.mallinfo2()
-    return int(info.uordblks + info.hblkhd)
-
-
 def test_10000_calls_release_every_object() -> None:
     """Lists, closures over tensors and closures, references: the heap does not grow."""
-    try:
-        _heap_in_use()
-    except (AttributeError, OSError):
-        pytest.skip("glibc's mallinfo2 is not available")
     text = LIST_TYPE + """
 def @build(%n: int32, %acc: List[Tensor[(2), float32]], %x: Tensor[(2), float32]) -> List[Tensor[(2), float32]] {
   if (%n == 0) { %acc } else { @build(%n - 1, Cons(%x, %acc), %x) }
@@ -276,10 +261,10 @@ def @main(%x: Tensor[(2), float32]) -> Tensor[(2), float32] {
     out = np.empty(2, np.float32)
     native.run_into(out, x)
     np.testing.assert_array_equal(out, 22 * x)
-    before = _heap_in_use()
+    before = heap_in_use()
     for _ in range(10_000):
         native.run_into(out, x)
-    assert _heap_in_use() - before < 4096   # one list cell, closure or reference a call would be 40+ bytes
+    assert heap_in_use() - before < 4096   # one list cell, closure or reference a call would be 40+ bytes
     np.testing.assert_array_equal(out, 22 * x)
 
 

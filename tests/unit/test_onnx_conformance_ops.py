@@ -17,6 +17,7 @@ from irtool.core.diagnostics import DiagnosticError  # noqa: E402
 from irtool.eval.interpreter import run_function  # noqa: E402
 from irtool.frontend.onnx import import_model  # noqa: E402
 from irtool.frontend.onnx_backend import InterpreterBackend, NativeBackend  # noqa: E402
+from irtool.syntax.printer import print_program  # noqa: E402
 from support.onnx_graphs import build, check  # noqa: E402
 from test_onnx_ops import N, rand  # noqa: E402
 
@@ -72,13 +73,35 @@ def test_compress(axis: int | None, condition: list[bool]) -> None:
     check([N("Compress", ["x", "c"], ["y"], **attrs)], {"x": x}, {"c": np.array(condition)}, opset=11)
 
 
-def test_compress_condition_must_be_static() -> None:
-    model = build([N("Compress", ["x", "c"], ["y"], axis=0)], {"x": rand(3, 2), "c": np.array([True, False])}, opset=11)
-    with pytest.raises(DiagnosticError, match="condition is the graph input 'c', but it must be a constant"):
-        import_model(model)
-    (got,) = InterpreterBackend.prepare(model).run([np.arange(6, dtype=np.float32).reshape(3, 2),
-                                                     np.array([False, True])])
-    np.testing.assert_array_equal(got, [[2, 3]])
+@pytest.mark.parametrize("axis", [None, 0, -1])
+def test_compress_with_a_run_time_condition(axis: int | None) -> None:
+    """A condition computed from a graph input imports to `compress`, whose extent is counted at
+    run time: no input is bound as a constant. All-false is an empty result."""
+    attrs = {} if axis is None else {"axis": axis}
+    nodes = [N("Greater", ["c", "zero"], ["b"]), N("Compress", ["x", "b"], ["y"], **attrs)]
+    x, c = rand(4, 3), np.array([0.5, -1.0, 2.0], np.float32)
+    check(nodes, {"x": x, "c": c}, {"zero": np.array(0, np.float32)}, opset=11, native=True)
+    model = build(nodes, {"x": x, "c": c}, {"zero": np.array(0, np.float32)}, opset=11)
+    assert "compress(%x" in print_program(import_model(model).module)
+    for backend in (InterpreterBackend, NativeBackend):
+        rep = backend.prepare(model)
+        (empty,) = rep.run([x, -np.abs(c)])
+        assert not rep.constant_inputs and 0 in empty.shape
+        np.testing.assert_array_equal(empty, np.compress(np.zeros(3, np.bool_), x, axis=axis))
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1])
+@pytest.mark.parametrize("ordered", [0, 1])
+def test_nonzero_and_unique_against_onnxruntime(axis: int | None, ordered: int) -> None:
+    """NonZero of a comparison and Unique's four outputs, in both backends."""
+    attrs = {"sorted": ordered} if axis is None else {"sorted": ordered, "axis": axis}
+    x = np.random.default_rng(3).integers(0, 3, (5, 4)).astype(np.float32)
+    x[1] = x[3]   # repeated rows
+    x[:, 2] = x[:, 0]   # and columns
+    nodes = [N("Unique", ["x"], ["y", "i", "inv", "n"], **attrs), N("Greater", ["x", "one"], ["b"]),
+             N("NonZero", ["b"], ["z"])]
+    check(nodes, {"x": x}, {"one": np.array(1, np.float32)}, outputs=("y", "i", "inv", "n", "z"), opset=11,
+          native=True)
 
 
 @pytest.mark.parametrize("pads", [[0, 1, 2, 0], [2, 0, 1, 3], [0, 7, 0, 5]])

@@ -146,22 +146,43 @@ def _range(b: Builder, node: Node) -> list[Value | None]:
 
 @converter("Compress")
 def _compress(b: Builder, node: Node) -> list[Value | None]:
-    """The slices along `axis` (of the flattened input without one) whose condition is true.
-    The condition fixes the output's shape, so it must be known at import time (the ONNX
-    backend binds it from the value `run` is given): the slices are then a `take`."""
+    """The slices along `axis` (of the flattened input without one) whose condition is true: a
+    `take` of the chosen slices when the condition is known at import time, else `compress`,
+    whose extent is counted at run time."""
     x = required(node, 0, "input")
-    condition = np.asarray(b.static(required(node, 1, "condition"), "condition")).reshape(-1)
     axis_attr = node.attr("axis")
-    if axis_attr is None:
+    axis = None if axis_attr is None else norm_axis(int(axis_attr), x.ndim)  # type: ignore[call-overload]
+    given = required(node, 1, "condition")
+    try:
+        condition = np.asarray(b.static(given, "condition")).reshape(-1)
+    except Unsupported:   # computed from graph inputs or weights
+        return [b.call("compress", [x, given], axis=axis)]
+    if axis is None:
         x, axis = reshaped(b, x, (math.prod(x.shape),)), 0
-    else:
-        axis = norm_axis(int(axis_attr), x.ndim)  # type: ignore[call-overload]
     if condition.size > x.shape[axis]:
         raise Unsupported(f"a condition of {condition.size} values for an axis of size {x.shape[axis]}")
     index = np.flatnonzero(condition).astype(np.int64)
     if not index.size:
         return [reshaped(b, x, x.shape[:axis] + (0,) + x.shape[axis + 1:])]
     return [b.call("take", [x, b.const(index)], axis=axis)]
+
+
+@converter("NonZero")
+def _nonzero(b: Builder, node: Node) -> list[Value | None]:
+    """The coordinates of the non-zero elements, one row per axis: `nonzero` (TVM's `argwhere`
+    transposed), its extent counted at run time."""
+    return [b.call("nonzero", [required(node, 0, "X")])]
+
+
+@converter("Unique")
+def _unique(b: Builder, node: Node) -> list[Value | None]:
+    """The distinct elements (or slices along `axis`), sorted or in order of first occurrence,
+    with the first index of each, each input's position among them and their counts."""
+    x = required(node, 0, "X")
+    axis_attr = node.attr("axis")
+    axis = None if axis_attr is None else norm_axis(int(axis_attr), x.ndim)  # type: ignore[call-overload]
+    out = b.call("unique", [x], sorted=bool(node.attr("sorted", 1)), axis=axis)
+    return [b.item(out, k) for k in range(4)][:max(node.num_outputs, 1)]
 
 
 @converter("Trilu")
