@@ -72,3 +72,15 @@ def onnxruntime_outputs(model: Any, inputs: Sequence[np.ndarray]) -> list[np.nda
     from irtool.frontend.onnx_zoo import onnxruntime_session
     session = onnxruntime_session(model)
     return session.run(None, {i.name: x for i, x in zip(session.get_inputs(), inputs)})
+
+
+def reference_outputs(model: Any, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """The ONNX reference evaluator's outputs: the oracle for uint8 x int8 products. onnxruntime
+    is not one on hosts without VNNI: its AVX2 u8s8 kernels add byte products pairwise in
+    saturating 16 bits (`pmaddubsw`), so a QLinearMatMul there can be 20+ steps off the exact
+    result (seen on a Zen 3 host), while VNNI hosts agree with the reference."""
+    from onnx.reference import ReferenceEvaluator
+    from onnx.version_converter import convert_version
+    opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    # The evaluator implements DequantizeLinear from opset 19 on; the later versions only add types.
+    return ReferenceEvaluator(convert_version(model, 21) if opset < 19 else model).run(None, inputs)

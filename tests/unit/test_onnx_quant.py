@@ -18,7 +18,7 @@ from irtool.core.diagnostics import DiagnosticError  # noqa: E402
 from irtool.eval.interpreter import run_function  # noqa: E402
 from irtool.frontend.onnx import import_model  # noqa: E402
 from irtool.syntax.parser import parse_module  # noqa: E402
-from support.onnx_cases import (assert_outputs, check_node_case, node_case_failures, node_cases,  # noqa: E402
+from support.onnx_cases import (assert_outputs, check_node_case, node_case_failures, node_cases, reference_outputs,  # noqa: E402
                                 onnxruntime_outputs, run_irtool)
 
 RNG = np.random.default_rng(41)
@@ -141,18 +141,6 @@ def _model(nodes: list, inputs: dict[str, np.ndarray], inits: dict[str, object] 
     return model
 
 
-def _exact(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
-    """The ONNX reference evaluator's outputs: the oracle for uint8 x int8 products. onnxruntime
-    is not one on hosts without VNNI: its AVX2 u8s8 kernels add byte products pairwise in
-    saturating 16 bits (`pmaddubsw`), so a QLinearMatMul there can be 20+ steps off the exact
-    result (seen on a Zen 3 host), while VNNI hosts agree with the reference."""
-    from onnx.reference import ReferenceEvaluator
-    from onnx.version_converter import convert_version
-    opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
-    # The evaluator implements DequantizeLinear from opset 19 on; the later versions only add types.
-    return ReferenceEvaluator(convert_version(model, 21) if opset < 19 else model).run(None, inputs)
-
-
 def _check(model: onnx.ModelProto, inputs: dict[str, np.ndarray], want: list[np.ndarray] | None = None,
            native: bool = True) -> None:
     args = list(inputs.values())
@@ -182,7 +170,7 @@ def test_qlinear_matmul_with_int8_weights_and_per_column_scales() -> None:
              "ys": np.float32(0.3), "yz": np.uint8(7)}
     node = helper.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"], ["y"])
     model = _model([node], {"a": a}, inits, opset=10)
-    _check(model, {"a": a}, _exact(model, {"a": a}))
+    _check(model, {"a": a}, reference_outputs(model, {"a": a}))
 
 
 def test_matmul_integer_zero_points_per_row_and_per_column() -> None:
@@ -208,7 +196,7 @@ def test_qlinear_conv_per_channel_with_bias_exactly(attrs: dict) -> None:
              "yz": np.uint8(90), "b": RNG.integers(-500, 500, (32,)).astype(np.int32)}
     node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"], ["y"], **attrs)
     model = _model([node], {"x": x}, inits)
-    _check(model, {"x": x}, _exact(model, {"x": x}))
+    _check(model, {"x": x}, reference_outputs(model, {"x": x}))
 
 
 def test_conv_integer_with_weight_zero_points() -> None:
@@ -274,7 +262,7 @@ def _quantized(tmp_path, gemm: bool, **options: object) -> onnx.ModelProto:
 @pytest.mark.parametrize("form", ["qdq", "qdq-per-channel-int8", "qoperator", "dynamic"])
 def test_onnxruntime_quantized_model_matches_the_reference(tmp_path, form: str) -> None:
     """onnxruntime's quantizer's models, within one quantization step of the ONNX reference
-    evaluator (`_exact`: onnxruntime's own int8 result saturates on hosts without VNNI)."""
+    evaluator (`reference_outputs`: onnxruntime's own int8 result saturates on hosts without VNNI)."""
     from onnxruntime.quantization import QuantFormat, QuantType
     options: dict[str, object] = {
         "qdq": dict(quant_format=QuantFormat.QDQ, activation_type=QuantType.QUInt8),
@@ -292,7 +280,7 @@ def test_onnxruntime_quantized_model_matches_the_reference(tmp_path, form: str) 
                if t.data_type == onnx.TensorProto.FLOAT and t.name.endswith("scale") and not t.dims) \
         if form != "dynamic" else 1e-3
     x = np.random.default_rng(1).standard_normal((1, 3, 12, 12)).astype(np.float32)
-    want = _exact(model, {"x": x})[0]
+    want = reference_outputs(model, {"x": x})[0]
     for native in (False, True):
         got = run_irtool(model, [x], native)[0]
         assert got.shape == want.shape and got.dtype == want.dtype
