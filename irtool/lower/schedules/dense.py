@@ -89,8 +89,8 @@ def dense_tiled(x: Tensor, w: Tensor, dtype: str, tile: RegisterTile | None = No
             n0 = add(mul(nt, nr), first)
             source, lead = (builder.buffer_of(w), (add(nt, first // nr),)) if scratch is None else (scratch, ())
 
-            def vector(_nt: PrimExpr, _n0: PrimExpr, c: int, lanes: int, red: Idx) -> PrimExpr:
-                return BufferLoad(source, (*lead, red[0], vec(const(c), lanes)))
+            def vector(_nt: PrimExpr, _n0: PrimExpr, c: PrimExpr, lanes: int, red: Idx) -> PrimExpr:
+                return BufferLoad(source, (*lead, red[0], vec(mul(c, shape.lanes), lanes)))
             tiles = [register_tiles(mb, (0, 1, width), shape.lanes, dtype, (k_ext,),
                                     lambda m, red: BufferLoad(xb, (m, red[0])), vector,
                                     lambda m, cols: (m, shifted(cols, n0)), store, split)
