@@ -138,19 +138,23 @@ def dot_tiles(x: Buffer, w: Buffer, dtype: str, tile: RegisterTile, store: Store
 
         def slots(body: Callable[[PrimExpr, PrimExpr, PrimExpr], Stmt]) -> Stmt:
             """`body(m, r, slot)` for each row m of X and row r of the block of W (unrolled)."""
-            return loop("m", m_ext, lambda m: loop("r", rows, lambda r: body(m, r, add(mul(m, rows), r)), "unrolled"),
-                        "unrolled")
+            def row_of_w(m: PrimExpr) -> Stmt:
+                return loop("r", rows, lambda r: body(m, r, add(mul(m, rows), r)), "unrolled")
+            return loop("m", m_ext, row_of_w, "unrolled")
 
         def steps(k0: PrimExpr, span: int) -> Stmt:
-            def step(m: PrimExpr, r: PrimExpr, i: PrimExpr) -> Stmt:
-                return each_slot(1, span, tile.lanes, lambda _, c, n: BufferStore(acc, (i, vec(mul(c, tile.lanes), n)), Call(
-                    "fma", [BufferLoad(w, (add(n0, r), vec(add(k0, mul(c, tile.lanes)), n))),
-                            BufferLoad(x, (m, vec(add(k0, mul(c, tile.lanes)), n))),
-                            BufferLoad(acc, (i, vec(mul(c, tile.lanes), n)))])))
-            return slots(step)
+            def update(m: PrimExpr, r: PrimExpr, i: PrimExpr, c: PrimExpr, n: int) -> Stmt:
+                def k() -> PrimExpr:   # built per access, as every index: codegen emits a shared node once
+                    return vec(add(k0, mul(c, tile.lanes)), n)
+
+                def at() -> Idx:
+                    return (i, vec(mul(c, tile.lanes), n))
+                fma = Call("fma", [BufferLoad(w, (add(n0, r), k())), BufferLoad(x, (m, k())), BufferLoad(acc, at())])
+                return BufferStore(acc, at(), fma)
+            return slots(lambda m, r, i: each_slot(1, span, tile.lanes, lambda _, c, n: update(m, r, i, c, n)))
         ko = Var("ko", INDEX)
-        body: list[Stmt] = [each_slot(m_ext * rows, width, tile.lanes,
-                                      lambda i, c, n: BufferStore(acc, (i, vec(mul(c, tile.lanes), n)), splat(zero, n)))]
+        body: list[Stmt] = [each_slot(m_ext * rows, width, tile.lanes, lambda i, c, n: BufferStore(
+            acc, (i, vec(mul(c, tile.lanes), n)), splat(zero, n)))]
         if k_ext >= width:
             body.append(For(ko, const(0), const(k_ext // width), "serial", steps(mul(ko, width), width)))
         if k_ext % width:

@@ -180,9 +180,12 @@ def register_tiles(mblock: Block, nblock: Block, lanes: int, dtype: str, reducti
 
         def steps(at_red: Idx, part: int) -> Stmt:
             """One reduction step into partial sum `part` of every slot."""
-            return each_slot(mr, nr, lanes, lambda r, c, n: BufferStore(acc, slot(add(mul(r, split), part), c, n), combine(
-                splat(scalar(add(m0, r), at_red), n), vector(nt, n0, c, n, at_red),
-                BufferLoad(acc, slot(add(mul(r, split), part), c, n)))))
+            def update(r: PrimExpr, c: PrimExpr, n: int) -> Stmt:
+                def at() -> Idx:   # built per access, as every index: codegen emits a shared node once
+                    return slot(add(mul(r, split), part), c, n)
+                return BufferStore(acc, at(), combine(splat(scalar(add(m0, r), at_red), n),
+                                                      vector(nt, n0, c, n, at_red), BufferLoad(acc, at())))
+            return each_slot(mr, nr, lanes, update)
         init = each_slot(mr * split, nr, lanes, lambda r, c, n: BufferStore(acc, slot(r, c, n), splat(zero, n)))
         main: Stmt = seq([steps((*red[:-1], add(mul(red[-1], split), u)), u) for u in range(split)])
         inner = [For(red[-1], const(0), const(outer), "serial", main)] if outer else []
@@ -196,6 +199,7 @@ def register_tiles(mblock: Block, nblock: Block, lanes: int, dtype: str, reducti
             for u in range(1, split):
                 value = BinaryOp("add", value, BufferLoad(acc, slot(add(mul(r, split), u), c, n)))
             return value
-        out = each_slot(mr, nr, lanes, lambda r, c, n: store(at(add(m0, r), vec(add(n0, mul(c, lanes)), n)), total(r, c, n)))
+        out = each_slot(mr, nr, lanes,
+                        lambda r, c, n: store(at(add(m0, r), vec(add(n0, mul(c, lanes)), n)), total(r, c, n)))
         return Allocate(acc, seq([init, step, out]))
     return tile_loop("no", nblock, lambda nt: tile_loop("mo", mblock, lambda mt: tile(mt, nt)))
