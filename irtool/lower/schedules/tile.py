@@ -1,10 +1,12 @@
 """Register-tiled schedules that compute rules emit when shapes allow (issue 9, first step).
 
 LLVM does not find a register tile in a scalar loop nest (20-25 % of peak at best, measured
-with the unscheduled lowering), so the tile is written out here: an MR x NR block of the output lives in a `local`
-accumulator indexed only by constants (SROA turns it into MR * NR/L vector registers of L lanes,
-L the target's float32 vector width), carried through the whole reduction loop; each reduction
-step is NR/L contiguous vector loads and MR broadcasts feeding MR * NR/L `fma` calls. Output
+with the unscheduled lowering), so the tile is written out here: an MR x NR block of the output
+lives in a `local` accumulator, carried through the whole reduction loop; each reduction step is
+NR/L contiguous vector loads and MR broadcasts feeding MR * NR/L `fma` calls. The tile's rows and
+vectors are `unrolled` loops (`each_slot`), which code generation expands, so the accumulator is
+indexed only by constants there (SROA turns it into MR * NR/L vector registers of L lanes, L the
+target's float32 vector width) while the TIR has one statement per operation of the tile. Output
 edges are tiles of their own (fewer rows, shorter or scalar vectors), so no tile reads or writes
 out of bounds and no branch is needed.
 
