@@ -17,9 +17,10 @@ from irtool.syntax.text_format import Entries
 
 WIDTH = 120
 INDENT = 2
-# Past this depth a group is printed on one line whatever its length: the layout recurses once
-# per broken level, and a line indented this far has no room left anyway.
-MAX_DEPTH = 40
+# A group nested deeper than this in broken groups is printed on one line whatever its length:
+# the layout recurses once per broken group (a fused chain of thousands of calls stays at a few
+# dozen frames), and such a line has little room left anyway.
+MAX_NESTING = 48
 # A group opening on a line that already holds text (`%out[...] = max(`) needs this much room.
 HUG_ROOM = 24
 
@@ -72,9 +73,10 @@ def _fits(depth: int, length: int) -> bool:
     return depth * INDENT + length <= WIDTH
 
 
-def layout(doc: Doc, depth: int, prefix: str = "", suffix: str = "") -> Entries:
-    """`prefix` + `doc` + `suffix` as entries at `depth` (nested lists one level deeper)."""
-    if type(doc) is str or depth >= MAX_DEPTH or _fits(depth, len(prefix) + len(flat(doc)) + len(suffix)):
+def layout(doc: Doc, depth: int, prefix: str = "", suffix: str = "", nesting: int = 0) -> Entries:
+    """`prefix` + `doc` + `suffix` as entries at `depth` (nested lists one level deeper);
+    `nesting` counts the broken groups around it."""
+    if type(doc) is str or nesting >= MAX_NESTING or _fits(depth, len(prefix) + len(flat(doc)) + len(suffix)):
         return [prefix + flat(doc) + suffix]
     assert isinstance(doc, Group)
     out: Entries = []
@@ -94,7 +96,7 @@ def layout(doc: Doc, depth: int, prefix: str = "", suffix: str = "") -> Entries:
             line += join + piece
             continue
         if type(item) is Group and item.head and line and _fits(at, len(line) + len(join) + len(item.head) + HUG_ROOM):
-            emit(layout(item, at, line + join, end), at)
+            emit(layout(item, at, line + join, end, nesting + 1), at)
             line, at = "", depth + 1
             continue
         if line.strip():
@@ -103,7 +105,7 @@ def layout(doc: Doc, depth: int, prefix: str = "", suffix: str = "") -> Entries:
         if _fits(at, len(piece)):
             line = piece
             continue
-        emit(layout(item, at, "", end), at)
+        emit(layout(item, at, "", end, nesting + 1), at)
         line, at = "", depth + 1
     if line.strip():
         emit([line.rstrip()], at)

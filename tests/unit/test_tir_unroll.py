@@ -125,3 +125,22 @@ def test_long_statements_break_and_read_back() -> None:
     assert max(map(len, lines)) <= WIDTH and len(lines) > 2000 * 10 // WIDTH
     assert tir_structural_equal(parse_primfunc(printed, "printed.tir"), func)
     assert print_primfunc("k", parse_primfunc(printed, "printed.tir")) == printed
+
+
+def test_deeply_nested_calls_print_without_deep_recursion() -> None:
+    """3000 nested calls (a fused chain): the layout breaks the outer ones and prints the rest on
+    one line, in a bounded number of frames; the text reads back the same."""
+    import sys
+    inner = "%A[0]"
+    for i in range(3000):
+        inner = f"max({inner}, %A[{i % 4}])"
+    func = parse_primfunc("primfn @k(%A: Buffer[(4), float32], %O: Buffer[(4), float32]) {\n"
+                          f"  %O[0] = {inner};\n}}\n", "deep.tir")
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(200)
+    try:
+        printed = print_primfunc("k", func)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert len(printed.splitlines()) > 3
+    assert tir_structural_equal(parse_primfunc(printed, "printed.tir"), func)
