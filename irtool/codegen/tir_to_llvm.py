@@ -8,8 +8,10 @@ these native differences, documented in docs/codegen.md:
   them); division by zero yields an unspecified value instead of trapping;
 - a `vectorized` loop with constant bounds and a straight-line body becomes vector code
   (`irtool.tir_transform.vectorize`); other vectorized loops carry `llvm.loop.vectorize.enable` for
-  LLVM's vectorizer; explicit `ramp`/`broadcast` TIR is vector IR directly; `unrolled` loops
-  carry `llvm.loop.unroll.full`; `parallel` loops run on `threads` threads when the module is
+  LLVM's vectorizer; explicit `ramp`/`broadcast` TIR is vector IR directly; an `unrolled` loop
+  with literal bounds is expanded here, one copy of the body per iteration with constant indices
+  (`irtool.tir_transform.unroll`: register tiles rely on it), other `unrolled` loops carry
+  `llvm.loop.unroll.full`; `parallel` loops run on `threads` threads when the module is
   compiled for more than one (`irtool.codegen.parallel`; the build driver marks the outermost safe
   loop of each kernel parallel first), serially otherwise;
 - `allocate`d buffers start undefined (the interpreter fills them with NaN).
@@ -31,6 +33,7 @@ from irtool.codegen.vector_math import Float32Math
 from irtool.codegen.parallel import body_of, emit_parallel_loop, loop_bound
 from irtool.codegen.thread_pool import RUNTIME_TEXT
 from irtool.core.diagnostics import DiagnosticError
+from irtool.tir_transform.unroll import constant_extent, unroll_loop
 from irtool.tir_transform.vectorize import vectorize_loop
 
 STATUS_OK = 0
@@ -268,6 +271,9 @@ class FunctionEmitter:
                 vector = vectorize_loop(item) if item.kind == "vectorized" else None
                 if vector is not None:
                     stack.append(vector)
+                    continue
+                if item.kind == "unrolled" and constant_extent(item) is not None:
+                    stack.append(unroll_loop(item))
                     continue
                 stack.append(self.loop(item))
                 stack.append(item.body)

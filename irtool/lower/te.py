@@ -44,11 +44,12 @@ from irtool.ir.tir import (
     seq,
     with_lanes,
 )
+# The index arithmetic lives with the TIR passes (unrolling folds with it); rules import it from here.
+from irtool.tir_transform.arith import INDEX, add, const, floordiv, floormod, int_value, mul, sub  # noqa: F401
 from irtool.tir_transform.vectorize import widen_expr
 
 Idx = tuple[PrimExpr, ...]
 _T = TypeVar("_T")
-INDEX = "int32"
 
 
 class Tensor:
@@ -133,67 +134,9 @@ class Scheduled(Tensor):
 
 # ---- index arithmetic with light constant folding (keeps the printed TIR readable) ------------
 
-def const(value: int, dtype: str = INDEX) -> IntImm:
-    return IntImm(value, dtype)
-
-
-def _int(e: PrimExpr) -> int | None:
-    return e.value if type(e) is IntImm else None  # type: ignore[attr-defined]
-
-
-def add(a: PrimExpr, b: PrimExpr | int) -> PrimExpr:
-    b = const(b) if isinstance(b, int) else b
-    x, y = _int(a), _int(b)
-    if x is not None and y is not None:
-        return const(x + y, a.dtype)
-    if y == 0:
-        return a
-    if x == 0:
-        return b
-    return BinaryOp("add", a, b)
-
-
-def sub(a: PrimExpr, b: PrimExpr | int) -> PrimExpr:
-    b = const(b) if isinstance(b, int) else b
-    x, y = _int(a), _int(b)
-    if x is not None and y is not None:
-        return const(x - y, a.dtype)
-    if y == 0:
-        return a
-    return BinaryOp("sub", a, b)
-
-
-def mul(a: PrimExpr, b: PrimExpr | int) -> PrimExpr:
-    b = const(b) if isinstance(b, int) else b
-    x, y = _int(a), _int(b)
-    if x is not None and y is not None:
-        return const(x * y, a.dtype)
-    if y == 1:
-        return a
-    if x == 1:
-        return b
-    if x == 0 or y == 0:
-        return const(0, a.dtype)
-    return BinaryOp("mul", a, b)
-
-
-def floordiv(a: PrimExpr, n: int) -> PrimExpr:
-    x = _int(a)
-    if x is not None:
-        return const(x // n, a.dtype)
-    return a if n == 1 else BinaryOp("floordiv", a, const(n, a.dtype))
-
-
-def floormod(a: PrimExpr, n: int) -> PrimExpr:
-    x = _int(a)
-    if x is not None:
-        return const(x % n, a.dtype)
-    return const(0, a.dtype) if n == 1 else BinaryOp("floormod", a, const(n, a.dtype))
-
-
 def clamp(a: PrimExpr, low: int, high: int) -> PrimExpr:
     """`a` limited to [low, high]: keeps a load in bounds when `select` discards its value."""
-    x = _int(a)
+    x = int_value(a)
     if x is not None:
         return const(min(max(x, low), high), a.dtype)
     return BinaryOp("min", BinaryOp("max", a, const(low, a.dtype)), const(high, a.dtype))

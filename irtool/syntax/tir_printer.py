@@ -20,6 +20,7 @@ from irtool.ir.tir import (INFIX_SYMBOLS, Allocate, AssertStmt, BinaryOp, Broadc
                            PrimExpr, PrimFunc, Ramp, Select, SeqStmt, Stmt, Var, children)
 from irtool.core.diagnostics import DiagnosticError
 from irtool.syntax.text_format import Entries, flatten_entries, float_text, format_attr_value, format_attrs
+from irtool.syntax.tir_layout import Doc, call, chain, flat, layout
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_/]*")
 _INT_SUFFIX = {"int32": "", "int64": "i64", "int16": "i16", "int8": "i8"}
@@ -75,63 +76,68 @@ class _TirPrinter:
         return f"{self.name(buf)}: Buffer[({dims}), {buf.dtype}{extra}]"
 
     def function(self, name: str, func: PrimFunc) -> Entries:
-        params = [self.buffer_decl(p) for p in func.params]
+        params: list[Doc] = [self.buffer_decl(p) for p in func.params]
         if func.attrs:
             params.append(format_attrs(func.attrs))
         body: Entries = []
-        self.block(func.body, body)
-        return [f"primfn @{name}({', '.join(params)}) {{", body, "}"]
+        self.block(func.body, body, 1)
+        return [*layout(call(f"primfn @{name}(", params, ") {"), 0), body, "}"]
 
-    def block(self, root: Stmt, out: Entries) -> None:
-        """Appends the statements of `root` (a block's contents) to `out`."""
-        stack: list[tuple[Stmt, Entries, bool]] = [(root, out, False)]
+    def block(self, root: Stmt, out: Entries, depth: int) -> None:
+        """Appends the statements of `root` (a block's contents, at `depth`) to `out`."""
+        stack: list[tuple[Stmt, Entries, int, bool]] = [(root, out, depth, False)]
         while stack:
-            stmt, target, wrap = stack.pop()
+            stmt, target, depth, wrap = stack.pop()
             if wrap:
                 # A let scopes over the rest of its block; braces keep the statements after it outside.
                 inner: Entries = []
                 target.extend(["{", inner, "}"])
-                target = inner
+                target, depth = inner, depth + 1
             if isinstance(stmt, SeqStmt):
                 items = stmt.stmts
                 last = len(items) - 1
-                stack.extend((items[i], target, type(items[i]) is LetStmt and i < last) for i in range(last, -1, -1))
+                stack.extend((items[i], target, depth, type(items[i]) is LetStmt and i < last)
+                             for i in range(last, -1, -1))
             elif isinstance(stmt, LetStmt):
-                target.append(f"let {self.name(stmt.var)}: {stmt.var.dtype} = {self.expr(stmt.value)};")
-                stack.append((stmt.body, target, False))
+                target.extend(layout(chain(f"let {self.name(stmt.var)}: {stmt.var.dtype}", "=",
+                                           self.expr(stmt.value)), depth, suffix=";"))
+                stack.append((stmt.body, target, depth, False))
             elif isinstance(stmt, For):
                 body: Entries = []
-                target.extend([f"for {self.name(stmt.var)} in {_KIND_TEXT[stmt.kind]}({self.expr(stmt.begin)}, "
-                               f"{self.expr(stmt.end)}) {{", body, "}"])
-                stack.append((stmt.body, body, False))
+                target.extend([f"for {self.name(stmt.var)} in {_KIND_TEXT[stmt.kind]}({self.text(stmt.begin)}, "
+                               f"{self.text(stmt.end)}) {{", body, "}"])
+                stack.append((stmt.body, body, depth + 1, False))
             elif isinstance(stmt, Allocate):
                 body = []
                 target.extend([f"allocate {self.buffer_decl(stmt.buffer)} {{", body, "}"])
-                stack.append((stmt.body, body, False))
+                stack.append((stmt.body, body, depth + 1, False))
             elif isinstance(stmt, IfThenElse):
                 then_body: Entries = []
-                target.extend([f"if ({self.expr(stmt.cond)}) {{", then_body])
+                target.extend([*layout(call("if (", [self.expr(stmt.cond)], ") {"), depth), then_body])
                 if stmt.else_body is not None:
                     else_body: Entries = []
                     target.extend(["} else {", else_body])
-                    stack.append((stmt.else_body, else_body, False))
+                    stack.append((stmt.else_body, else_body, depth + 1, False))
                 target.append("}")
-                stack.append((stmt.then_body, then_body, False))
+                stack.append((stmt.then_body, then_body, depth + 1, False))
             elif isinstance(stmt, BufferStore):
-                target.append(f"{self.access(stmt.buffer, stmt.indices)} = {self.expr(stmt.value)};")
+                access = call(f"{self.name(stmt.buffer)}[", [self.expr(i) for i in stmt.indices], "]")
+                target.extend(layout(chain(access, "=", self.expr(stmt.value)), depth, suffix=";"))
             elif isinstance(stmt, Evaluate):
-                target.append(f"evaluate({self.expr(stmt.value)});")
+                target.extend(layout(call("evaluate(", [self.expr(stmt.value)], ");"), depth))
             elif isinstance(stmt, AssertStmt):
-                target.append(f"assert({self.expr(stmt.cond)}, {format_attr_value(stmt.message)});")
+                target.extend(layout(call("assert(", [self.expr(stmt.cond), format_attr_value(stmt.message)], ");"),
+                                     depth))
             else:
                 raise TypeError(f"not a TIR statement: {stmt!r}")
 
-    def access(self, buf: Buffer, indices: tuple[PrimExpr, ...]) -> str:
-        return f"{self.name(buf)}[{', '.join(self.expr(i) for i in indices)}]"
+    def text(self, root: PrimExpr) -> str:
+        return flat(self.expr(root))
 
-    def expr(self, root: PrimExpr) -> str:
-        """Expression text with the fewest parentheses that re-parse to the same tree."""
-        results: list[tuple[str, int]] = []
+    def expr(self, root: PrimExpr) -> Doc:
+        """Expression text with the fewest parentheses that re-parse to the same tree, as a
+        `Group` that `layout` may break."""
+        results: list[tuple[Doc, int]] = []
         todo: list[tuple[PrimExpr, tuple | None]] = [(root, None)]
         while todo:
             node, kids = todo.pop()
@@ -147,39 +153,37 @@ class _TirPrinter:
             results.append(self.combine(node, args))
         return results[0][0]
 
-    def combine(self, node: PrimExpr, args: list[tuple[str, int]]) -> tuple[str, int]:
+    def combine(self, node: PrimExpr, args: list[tuple[Doc, int]]) -> tuple[Doc, int]:
         if isinstance(node, Var):
             return self.name(node), _ATOM
         if isinstance(node, IntImm):
             return _int_text(node), _ATOM
         if isinstance(node, FloatImm):
             return _float_text(node), _ATOM
-        texts = [text for text, _ in args]
+        docs = [doc for doc, _ in args]
         if isinstance(node, BinaryOp):
             op = node.op
             prec = _PREC.get(op)
             if prec is None:
-                return f"{op}({texts[0]}, {texts[1]})", _ATOM
+                return call(f"{op}(", docs), _ATOM
             (lhs, lp), (rhs, rp) = args
-            lhs = lhs if lp >= prec else f"({lhs})"
-            rhs = rhs if rp > prec else f"({rhs})"
-            return f"{lhs} {INFIX_SYMBOLS[op]} {rhs}", prec
+            lhs = lhs if lp >= prec else call("(", [lhs])
+            rhs = rhs if rp > prec else call("(", [rhs])
+            return chain(lhs, INFIX_SYMBOLS[op], rhs), prec
         if isinstance(node, BufferLoad):
-            return f"{self.name(node.buffer)}[{', '.join(texts)}]", _ATOM
+            return call(f"{self.name(node.buffer)}[", docs, "]"), _ATOM
         if isinstance(node, Cast):
-            return f"{node.dtype}({texts[0]})", _ATOM
+            return call(f"{node.dtype}(", docs), _ATOM
         if isinstance(node, Not):
-            return f"not({texts[0]})", _ATOM
+            return call("not(", docs), _ATOM
         if isinstance(node, Select):
-            return f"select({', '.join(texts)})", _ATOM
+            return call("select(", docs), _ATOM
         if isinstance(node, IfExpr):
-            return f"if_then_else({', '.join(texts)})", _ATOM
-        if isinstance(node, Ramp):
-            return f"ramp({texts[0]}, {texts[1]}, {node.lanes})", _ATOM
-        if isinstance(node, Broadcast):
-            return f"broadcast({texts[0]}, {node.lanes})", _ATOM
+            return call("if_then_else(", docs), _ATOM
+        if isinstance(node, (Ramp, Broadcast)):
+            return call(f"{type(node).__name__.lower()}(", [*docs, str(node.lanes)]), _ATOM
         if isinstance(node, Call):
-            return f"{node.name}({', '.join(texts)})", _ATOM
+            return call(f"{node.name}(", docs), _ATOM
         raise TypeError(f"not a TIR expression: {node!r}")
 
 

@@ -203,7 +203,7 @@ class TirRewriter:
         raise TypeError(f"not a TIR statement: {stmt!r}")
 
 
-class _FreshCopier(TirRewriter):
+class FreshCopier(TirRewriter):
     """Gives every binder inside the statement a new identity (for code that gets duplicated)."""
 
     def pre(self, stmt: Stmt) -> Stmt | None:
@@ -219,7 +219,7 @@ class _FreshCopier(TirRewriter):
 def fresh_copy(stmt: Stmt, mapping: dict[Var, PrimExpr] | None = None) -> Stmt:
     """A copy of `stmt` whose own binders are new objects, with `mapping` substituted; the copy can
     sit beside the original without binding anything twice."""
-    copier = _FreshCopier()
+    copier = FreshCopier()
     copier.var_map.update((id(v), e) for v, e in (mapping or {}).items())
     out = copier.rewrite_stmt(stmt)
     return EMPTY if out is None else out

@@ -37,6 +37,7 @@ from irtool.lower.schedules import (
 from irtool.lower.schedules.dense import panel_layout, weight_layout_for
 from irtool.lower.te import Builder, Placeholder
 from irtool.syntax.parser import parse_module
+from irtool.tir_transform.unroll import expand_unrolled
 
 TILES = [RegisterTile(16, 8), RegisterTile(8, 6), RegisterTile(4, 3, vectors=1)]
 
@@ -86,10 +87,13 @@ def test_tile_is_vector_fma_on_constant_accumulator_slots() -> None:
     tile = RegisterTile(16, 8)
     t = dense_tiled(Placeholder(xb), Placeholder(wb), "float32", tile)
     assert t is not None
-    nodes = _nodes(Builder().function_body([(t, out)]))
+    compact = PrimFunc([xb, wb, out], Builder().function_body([(t, out)]))
+    # The source has one fma per tile, in unrolled loops over the rows and vectors ...
+    assert len([n for n in _nodes(compact.body) if isinstance(n, Call) and n.name == "fma"]) == 1
+    nodes = _nodes(expand_unrolled(compact).body)
     fmas = [n for n in nodes if isinstance(n, Call) and n.name == "fma"]
     assert fmas and all(f.dtype == "float32x16" for f in fmas)
-    # one fma per accumulator of a tile: rows x vectors, for each of the 2 x 2 tiles sharing the code
+    # ... codegen's expansion one per accumulator: rows x vectors, for the 2 x 2 tiles sharing the code
     assert len(fmas) == tile.rows * tile.vectors
     acc_stores = [n for n in nodes if isinstance(n, BufferStore) and n.buffer.scope == "local"]
     assert acc_stores and all(isinstance(s.indices[1], Ramp) and isinstance(s.indices[0], IntImm)
@@ -157,8 +161,8 @@ def test_matrix_vector_product_on_panels_splits_the_reduction_over_independent_a
     func = PrimFunc([xb, wb, out], Builder().function_body([(t, out)]))
     accs = [n.buffer.shape for n in _nodes(func.body) if isinstance(n, Allocate)]
     assert accs == [(6, 16)]   # 6 partial sums of the 16 columns, no packing scratch
-    fmas = [n for n in _nodes(func.body) if isinstance(n, Call) and n.name == "fma"]
-    assert len(fmas) == 6 * 2 + (11 % 6) * 2   # 6 interleaved steps, then the tail's 5
+    fmas = [n for n in _nodes(expand_unrolled(func).body) if isinstance(n, Call) and n.name == "fma"]
+    assert len(fmas) == 6 * 2 + (11 % 6) * 2   # 6 interleaved steps, then the tail's 5 (as codegen expands them)
     y = np.full(out.shape, np.nan, np.float32)
     run_primfunc(func, [x, _panels(w, 16), y])
     np.testing.assert_allclose(y, _reference(x, w), rtol=1e-5, atol=1e-5)

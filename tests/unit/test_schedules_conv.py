@@ -22,6 +22,7 @@ from irtool.lower.schedules.conv_depthwise import conv2d_depthwise
 from irtool.lower.schedules.pad import pad_nchw
 from irtool.lower.te import Builder, Placeholder
 from irtool.syntax.parser import parse
+from irtool.tir_transform.unroll import expand_unrolled
 
 TILES = [RegisterTile(8, 6), RegisterTile(4, 3), RegisterTile(16, 8), RegisterTile(4, 1, vectors=1)]
 
@@ -128,13 +129,13 @@ def test_channel_tile_is_broadcast_times_weight_vector() -> None:
     t = conv2d_channels_tiled(Placeholder(xb), Placeholder(wb), "OIHW8o", (3, 3), "float32", out.shape, (1, 1),
                               (1, 1), 1, tile)
     assert t is not None
-    stack, fmas = [Builder().function_body([(t, out)])], []
+    stack, fmas = [expand_unrolled(PrimFunc([xb, wb, out], Builder().function_body([(t, out)]))).body], []
     while stack:
         node = stack.pop()
         if isinstance(node, Call) and node.name == "fma":
             fmas.append(node)
         stack.extend(children(node))  # type: ignore[arg-type]
-    # 64 pixels = 10 tiles of 6 + one of 4: two tile bodies, each rows x 2 vector fmas
+    # 64 pixels = 10 tiles of 6 + one of 4: two tile bodies, each rows x 2 vector fmas once expanded
     assert len(fmas) == (6 + 4) * 2
     assert all(f.dtype == "float32x8" for f in fmas)
 

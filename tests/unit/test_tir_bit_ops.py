@@ -101,7 +101,8 @@ def test_bit_ops_native_equal_the_interpreter(dtype: str, lanes: int) -> None:
 def test_bit_ops_print_as_calls_and_parse_back() -> None:
     text = """primfn @k(%a: Buffer[(4), uint8], %o: Buffer[(4), uint8]) {
   for %i in range(0, 4) {
-    %o[%i] = shift_right(bitwise_or(bitwise_and(%a[%i], uint8(12)), shift_left(%a[%i], uint8(1))), bitwise_xor(%a[%i], uint8(3)));
+    %o[%i] = shift_right(bitwise_or(bitwise_and(%a[%i], uint8(12)), shift_left(%a[%i], uint8(1))),
+      bitwise_xor(%a[%i], uint8(3)));
   }
 }
 """

@@ -31,7 +31,8 @@ def reprint(text: str) -> str:
 
 
 CANONICAL = """\
-primfn @k(%A: Buffer[(4, 8), float32, strides=[8, 1], align=64], %B: Buffer[(8), int32], %S: Buffer[(), bool], global_symbol="k", tir.noalias=True) {
+primfn @k(%A: Buffer[(4, 8), float32, strides=[8, 1], align=64], %B: Buffer[(8), int32], %S: Buffer[(), bool],
+  global_symbol="k", tir.noalias=True) {
   for %i in range(0, 4) {
     for %j in vectorized(0, 2) {
       %A[%i, ramp(%j * 4, 1, 4)] = broadcast(float32(%B[%i]), 4) * %A[%i, ramp(%j * 4, 1, 4)];

@@ -40,9 +40,10 @@ def conv2d_nchw_tiled(data: Tensor, w: Tensor, dtype: str, out_shape: tuple[int,
         db, wb = builder.buffer_of(data), builder.buffer_of(w)
         b, y = Var("b", INDEX), Var("oy", INDEX)
 
-        def vector(nt: PrimExpr, x0: PrimExpr, c: int, lanes: int, red: Idx) -> PrimExpr:
+        def vector(nt: PrimExpr, x0: PrimExpr, c: PrimExpr, lanes: int, red: Idx) -> PrimExpr:
             rc, ry, rx = red
-            return BufferLoad(db, (b, rc, add(mul(y, sh), mul(ry, dh)), vec(add(add(x0, c), mul(rx, dw)), lanes)))
+            return BufferLoad(db, (b, rc, add(mul(y, sh), mul(ry, dh)),
+                                   vec(add(add(x0, mul(c, shape.lanes)), mul(rx, dw)), lanes)))
         tiles = [register_tiles(mb, nb, shape.lanes, dtype, (ic, kh, kw),
                                  lambda o, red: BufferLoad(wb, in_blocked((o, *red), "OIHW", kernel_layout)), vector,
                                  lambda o, cols: (b, o, y, cols), store)

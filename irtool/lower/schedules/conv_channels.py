@@ -104,9 +104,9 @@ def conv2d_channels_tiled(data: Tensor, w: Tensor, kernel_layout: str, kernel: t
 
         def weights_of(first_block: int) -> Vector:
             """Channel tiles of a block start at multiples of NR: chunk c of tile nt is block
-            first + nt * vectors + c / lanes of the group."""
-            def load(nt: PrimExpr, n0: PrimExpr, c: int, n: int, red: Idx) -> PrimExpr:
-                blk = add(add(mul(g, per_group), mul(nt, tile.vectors)), first_block + c // lanes)
+            first + nt * vectors + c of the group."""
+            def load(nt: PrimExpr, n0: PrimExpr, c: PrimExpr, n: int, red: Idx) -> PrimExpr:
+                blk = add(add(mul(g, per_group), mul(nt, tile.vectors)), add(c, first_block))
                 return BufferLoad(packed, (blk, *red, vec(const(0), n)))
             return load
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from irtool.ir.tir import (
     Allocate,
     BinaryOp,
@@ -20,7 +22,8 @@ from irtool.lower.schedules.tile import (
     RegisterTile,
     Store,
     blocks,
-    chunks,
+    each_slot,
+    loop,
     register_tile,
     register_tiles,
     shifted,
@@ -89,8 +92,8 @@ def dense_tiled(x: Tensor, w: Tensor, dtype: str, tile: RegisterTile | None = No
             n0 = add(mul(nt, nr), first)
             source, lead = (builder.buffer_of(w), (add(nt, first // nr),)) if scratch is None else (scratch, ())
 
-            def vector(_nt: PrimExpr, _n0: PrimExpr, c: int, lanes: int, red: Idx) -> PrimExpr:
-                return BufferLoad(source, (*lead, red[0], vec(const(c), lanes)))
+            def vector(_nt: PrimExpr, _n0: PrimExpr, c: PrimExpr, lanes: int, red: Idx) -> PrimExpr:
+                return BufferLoad(source, (*lead, red[0], vec(mul(c, shape.lanes), lanes)))
             tiles = [register_tiles(mb, (0, 1, width), shape.lanes, dtype, (k_ext,),
                                     lambda m, red: BufferLoad(xb, (m, red[0])), vector,
                                     lambda m, cols: (m, shifted(cols, n0)), store, split)
@@ -132,24 +135,36 @@ def dot_tiles(x: Buffer, w: Buffer, dtype: str, tile: RegisterTile, store: Store
     def columns(first: int, rows: int, nt: PrimExpr) -> Stmt:
         n0 = add(mul(nt, rows), first)
         acc = Buffer("acc", (m_ext * rows, width), dtype, scope="local")
-        slots = [(m, r) for m in range(m_ext) for r in range(rows)]
 
-        def steps(k0: PrimExpr, span: int) -> list[Stmt]:
-            return [BufferStore(acc, (const(m * rows + r), vec(const(c), n)), Call("fma", [
-                BufferLoad(w, (add(n0, r), vec(add(k0, c), n))), BufferLoad(x, (const(m), vec(add(k0, c), n))),
-                BufferLoad(acc, (const(m * rows + r), vec(const(c), n)))]))
-                for m, r in slots for c, n in chunks(span, tile.lanes)]
+        def slots(body: Callable[[PrimExpr, PrimExpr, PrimExpr], Stmt]) -> Stmt:
+            """`body(m, r, slot)` for each row m of X and row r of the block of W (unrolled)."""
+            def row_of_w(m: PrimExpr) -> Stmt:
+                return loop("r", rows, lambda r: body(m, r, add(mul(m, rows), r)), "unrolled")
+            return loop("m", m_ext, row_of_w, "unrolled")
+
+        def steps(k0: PrimExpr, span: int) -> Stmt:
+            def update(m: PrimExpr, r: PrimExpr, i: PrimExpr, c: PrimExpr, n: int) -> Stmt:
+                def k() -> PrimExpr:   # built per access, as every index: codegen emits a shared node once
+                    return vec(add(k0, mul(c, tile.lanes)), n)
+
+                def at() -> Idx:
+                    return (i, vec(mul(c, tile.lanes), n))
+                fma = Call("fma", [BufferLoad(w, (add(n0, r), k())), BufferLoad(x, (m, k())), BufferLoad(acc, at())])
+                return BufferStore(acc, at(), fma)
+            return slots(lambda m, r, i: each_slot(1, span, tile.lanes, lambda _, c, n: update(m, r, i, c, n)))
         ko = Var("ko", INDEX)
-        body: list[Stmt] = [BufferStore(acc, (const(i), vec(const(c), n)), splat(zero, n))
-                            for i in range(m_ext * rows) for c, n in chunks(width, tile.lanes)]
+        body: list[Stmt] = [each_slot(m_ext * rows, width, tile.lanes, lambda i, c, n: BufferStore(
+            acc, (i, vec(mul(c, tile.lanes), n)), splat(zero, n)))]
         if k_ext >= width:
-            body.append(For(ko, const(0), const(k_ext // width), "serial", seq(steps(mul(ko, width), width))))
+            body.append(For(ko, const(0), const(k_ext // width), "serial", steps(mul(ko, width), width)))
         if k_ext % width:
-            body += steps(const(k_ext - k_ext % width), k_ext % width)
-        for m, r in slots:
-            total: PrimExpr = BufferLoad(acc, (const(m * rows + r), const(0)))
+            body.append(steps(const(k_ext - k_ext % width), k_ext % width))
+
+        def result(m: PrimExpr, r: PrimExpr, i: PrimExpr) -> Stmt:
+            total: PrimExpr = BufferLoad(acc, (i, const(0)))
             for lane in range(1, width):
-                total = BinaryOp("add", total, BufferLoad(acc, (const(m * rows + r), const(lane))))
-            body.append(store((const(m), add(n0, r)), total))
+                total = BinaryOp("add", total, BufferLoad(acc, (i, const(lane))))
+            return store((m, add(n0, r)), total)
+        body.append(slots(result))
         return Allocate(acc, seq(body))
     return seq([tile_loop("no", nb, lambda nt, nb=nb: columns(nb[0], nb[2], nt)) for nb in blocks(n_ext, per_row)])

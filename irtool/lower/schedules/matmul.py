@@ -69,11 +69,12 @@ def matmul_tiled(a: Tensor, b: Tensor, dtype: str, out_shape: tuple[int, ...], t
             """Every row tile of the `width` columns from `first + nt * NR`."""
             n0 = add(mul(nt, nr), first)
 
-            def vector(_nt: PrimExpr, _n0: PrimExpr, c: int, lanes: int, red: Idx) -> PrimExpr:
+            def vector(_nt: PrimExpr, _n0: PrimExpr, c: PrimExpr, lanes: int, red: Idx) -> PrimExpr:
+                offset = mul(c, shape.lanes)
                 if panel is not None:
-                    return BufferLoad(panel, (red[0], vec(const(c), lanes)))
+                    return BufferLoad(panel, (red[0], vec(offset, lanes)))
                 assert bb is not None
-                return cast(with_lanes(dtype, lanes), BufferLoad(bb, (*lead(b), red[0], vec(add(n0, c), lanes))))
+                return cast(with_lanes(dtype, lanes), BufferLoad(bb, (*lead(b), red[0], vec(add(n0, offset), lanes))))
 
             def at(m: PrimExpr, cols: PrimExpr) -> Idx:
                 return ((g,) if batched else ()) + (m, shifted(cols, n0))

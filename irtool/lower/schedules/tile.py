@@ -1,10 +1,12 @@
 """Register-tiled schedules that compute rules emit when shapes allow (issue 9, first step).
 
 LLVM does not find a register tile in a scalar loop nest (20-25 % of peak at best, measured
-with the unscheduled lowering), so the tile is written out here: an MR x NR block of the output lives in a `local`
-accumulator indexed only by constants (SROA turns it into MR * NR/L vector registers of L lanes,
-L the target's float32 vector width), carried through the whole reduction loop; each reduction
-step is NR/L contiguous vector loads and MR broadcasts feeding MR * NR/L `fma` calls. Output
+with the unscheduled lowering), so the tile is written out here: an MR x NR block of the output
+lives in a `local` accumulator, carried through the whole reduction loop; each reduction step is
+NR/L contiguous vector loads and MR broadcasts feeding MR * NR/L `fma` calls. The tile's rows and
+vectors are `unrolled` loops (`each_slot`), which code generation expands, so the accumulator is
+indexed only by constants there (SROA turns it into MR * NR/L vector registers of L lanes, L the
+target's float32 vector width) while the TIR has one statement per operation of the tile. Output
 edges are tiles of their own (fewer rows, shorter or scalar vectors), so no tile reads or writes
 out of bounds and no branch is needed.
 
@@ -42,7 +44,7 @@ from irtool.lower.te import INDEX, Idx, add, const, imm, mul
 Store = Callable[[Idx, PrimExpr], Stmt]                            # (output index, value) -> the store
 Block = tuple[int, int, int]                                       # (start, tile count, tile size)
 Scalar = Callable[[PrimExpr, Idx], PrimExpr]                       # (row, reduction vars)
-Vector = Callable[[PrimExpr, PrimExpr, int, int, Idx], PrimExpr]   # (tile no, first col, offset, lanes, red)
+Vector = Callable[[PrimExpr, PrimExpr, PrimExpr, int, Idx], PrimExpr]   # (tile no, first col, vector no, lanes, red)
 Combine = Callable[[PrimExpr, PrimExpr, PrimExpr], PrimExpr]       # (broadcast scalar, vector, acc) -> new acc
 
 
@@ -124,17 +126,35 @@ def mul_add(a: PrimExpr, b: PrimExpr, c: PrimExpr) -> PrimExpr:
     return BinaryOp("add", BinaryOp("mul", a, b), c)
 
 
-def loop(name: str, extent: int, body: Callable[[PrimExpr], Stmt]) -> Stmt:
-    """A serial loop, or just its body at 0 when it has one iteration."""
+def loop(name: str, extent: int, body: Callable[[PrimExpr], Stmt], kind: str = "serial") -> Stmt:
+    """A loop of `kind`, or just its body at 0 when it has one iteration (nothing for none)."""
     if extent == 1:
         return body(const(0))
+    if extent == 0:
+        return seq([])
     v = Var(name, INDEX)
-    return For(v, const(0), const(extent), "serial", body(v))
+    return For(v, const(0), const(extent), kind, body(v))
 
 
 def tile_loop(name: str, block: Block, inner: Callable[[PrimExpr], Stmt]) -> Stmt:
     """The loop over the tiles of one block: `inner` gets the tile's number within the block."""
     return loop(name, block[1], inner)
+
+
+Slot = Callable[[PrimExpr, PrimExpr, int], Stmt]                   # (row, vector no, lanes) -> statement
+
+
+def each_slot(rows: int, width: int, lanes: int, slot: Slot) -> Stmt:
+    """`slot` for every row of a tile and every vector covering its `width` columns (vector c
+    starts at column c * lanes; the last one may be short), in order, as `unrolled` loops over
+    the rows and the full vectors: code generation expands them into the statements of each
+    slot with constant indices (`irtool.tir_transform.unroll`)."""
+    full, short = divmod(width, lanes)
+
+    def row(r: PrimExpr) -> Stmt:
+        body = loop("c", full, lambda c: slot(r, c, lanes), "unrolled")
+        return seq([body, slot(r, const(full), short)]) if short else body
+    return loop("r", rows, row, "unrolled")
 
 
 def register_tiles(mblock: Block, nblock: Block, lanes: int, dtype: str, reduction: tuple[int, ...],
@@ -149,7 +169,6 @@ def register_tiles(mblock: Block, nblock: Block, lanes: int, dtype: str, reducti
     with few rows (a matrix-vector product) then still has enough independent `fma` chains to
     hide the instruction's latency."""
     mr, nr = mblock[2], nblock[2]
-    pieces = chunks(nr, lanes)
     zero = imm(0, dtype)
     outer, tail = divmod(reduction[-1], split)
 
@@ -158,27 +177,31 @@ def register_tiles(mblock: Block, nblock: Block, lanes: int, dtype: str, reducti
         acc = Buffer("acc", (mr * split, nr), dtype, scope="local")
         red = tuple(Var(f"r{j}", INDEX) for j in range(len(reduction)))
 
-        def slot(r: int, c: int, n: int) -> Idx:
-            return (const(r), vec(const(c), n))
+        def slot(r: PrimExpr, c: PrimExpr, n: int) -> Idx:
+            return (r, vec(mul(c, lanes), n))
 
-        def steps(at_red: Idx, part: int) -> list[Stmt]:
+        def steps(at_red: Idx, part: int) -> Stmt:
             """One reduction step into partial sum `part` of every slot."""
-            return [BufferStore(acc, slot(r * split + part, c, n), combine(
-                splat(scalar(add(m0, r), at_red), n), vector(nt, n0, c, n, at_red),
-                BufferLoad(acc, slot(r * split + part, c, n)))) for r in range(mr) for c, n in pieces]
-        init = [BufferStore(acc, slot(r, c, n), splat(zero, n)) for r in range(mr * split) for c, n in pieces]
-        main: Stmt = seq([s for u in range(split) for s in steps((*red[:-1], add(mul(red[-1], split), u)), u)])
+            def update(r: PrimExpr, c: PrimExpr, n: int) -> Stmt:
+                def at() -> Idx:   # built per access, as every index: codegen emits a shared node once
+                    return slot(add(mul(r, split), part), c, n)
+                return BufferStore(acc, at(), combine(splat(scalar(add(m0, r), at_red), n),
+                                                      vector(nt, n0, c, n, at_red), BufferLoad(acc, at())))
+            return each_slot(mr, nr, lanes, update)
+        init = each_slot(mr * split, nr, lanes, lambda r, c, n: BufferStore(acc, slot(r, c, n), splat(zero, n)))
+        main: Stmt = seq([steps((*red[:-1], add(mul(red[-1], split), u)), u) for u in range(split)])
         inner = [For(red[-1], const(0), const(outer), "serial", main)] if outer else []
-        inner += [s for u in range(tail) for s in steps((*red[:-1], const(outer * split + u)), u)]
+        inner += [steps((*red[:-1], const(outer * split + u)), u) for u in range(tail)]
         step = seq(inner)
         for v, extent in zip(reversed(red[:-1]), reversed(reduction[:-1])):
             step = For(v, const(0), const(extent), "serial", step)
 
-        def total(r: int, c: int, n: int) -> PrimExpr:
-            value = BufferLoad(acc, slot(r * split, c, n))
+        def total(r: PrimExpr, c: PrimExpr, n: int) -> PrimExpr:
+            value: PrimExpr = BufferLoad(acc, slot(mul(r, split), c, n))
             for u in range(1, split):
-                value = BinaryOp("add", value, BufferLoad(acc, slot(r * split + u, c, n)))
+                value = BinaryOp("add", value, BufferLoad(acc, slot(add(mul(r, split), u), c, n)))
             return value
-        out = [store(at(add(m0, r), vec(add(n0, c), n)), total(r, c, n)) for r in range(mr) for c, n in pieces]
-        return Allocate(acc, seq([*init, step, *out]))
+        out = each_slot(mr, nr, lanes,
+                        lambda r, c, n: store(at(add(m0, r), vec(add(n0, mul(c, lanes)), n)), total(r, c, n)))
+        return Allocate(acc, seq([init, step, out]))
     return tile_loop("no", nblock, lambda nt: tile_loop("mo", mblock, lambda mt: tile(mt, nt)))
