@@ -118,6 +118,14 @@ def _pad(args: list[TensorType], out: TensorType, attrs: Attrs) -> int | str:
     return kept
 
 
+def _slice(args: list[TensorType], out: TensorType, attrs: Attrs) -> int | str:
+    """The axes before the first sliced one (`axes` named; without it every axis is sliced)."""
+    axes = attrs.get("axes")
+    if axes is None:
+        return "a slice of every axis (no `axes`)"
+    return min(_axis(a, out.ndim) for a in axes)  # type: ignore[attr-defined]
+
+
 def _layout(*keys: str) -> ShapeFunc:
     """Axis 0 when the layouts lead with the batch (`N`)."""
     def rule(args: list[TensorType], out: TensorType, attrs: Attrs) -> int | str:
@@ -141,12 +149,13 @@ SHAPE_FUNCS: dict[str, ShapeFunc] = {
     "nn.batch_matmul": _batch_matmul,
     "nn.pad": _first(_pad),                            # the leading axes padded by (0, 0)
     "concatenate": _before("axis", of_result=True),    # the axes before the joined one
-    "expand_dims": _before("axis", of_result=True),    # the axes before the new one
+    "expand_dims": _regroup,                           # a new axis of 1 moves no element
     "sum": _reduce, "mean": _reduce, "max": _reduce, "min": _reduce, "prod": _reduce,
     "argmax": _reduce, "argmin": _reduce,              # the axes before the first reduced one
     "reshape": _regroup,                               # keeping the size of a row
     "transpose": _transpose,                           # the leading axes it leaves in place
     "squeeze": _squeeze,                               # the axes before the first removed one
+    "strided_slice": _slice,                           # the axes before the first sliced one
     "nn.conv2d": _first(_layout("data_layout")),
     "nn.max_pool2d": _layout("layout", "out_layout"),
     "nn.avg_pool2d": _layout("layout", "out_layout"),
