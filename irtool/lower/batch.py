@@ -243,25 +243,23 @@ def _read_leaves(fn: Function) -> set[int]:
     """The parameter leaves the group reads: a field of a tuple parameter that only a projection
     of another field reaches (a loop's state next to its stacked outputs) is not one, and must
     not count among the buffers whose rows agree."""
+    def count(e: Expr) -> int:
+        return len(flatten_type(type_of(e), None))
+
     first: dict[int, int] = {}
     b = 0
     for p in fn.params:
-        first[id(p)] = b
-        b += len(flatten_type(type_of(p), None))
-    read: set[int] = set()
+        first[id(p)], b = b, b + count(p)
+    read: set[int] = set(range(first[id(fn.body)], first[id(fn.body)] + count(fn.body))) if id(fn.body) in first else set()
     for node in post_order(fn.body):
         if isinstance(node, TupleGetItem) and id(node.tuple_value) in first:
             fields = type_of(node.tuple_value)
             assert isinstance(fields, TupleType)
             at = first[id(node.tuple_value)] + sum(len(flatten_type(f, None)) for f in fields.fields[:node.index])
-            read.update(range(at, at + len(flatten_type(fields.fields[node.index], None))))
+            read.update(range(at, at + count(node)))
             continue
         operands = node.args if isinstance(node, Call) else node.fields if isinstance(node, Tuple) else []
-        for a in operands:
-            if id(a) in first:
-                read.update(range(first[id(a)], first[id(a)] + len(flatten_type(type_of(a), None))))
-    if id(fn.body) in first:
-        read.update(range(first[id(fn.body)], first[id(fn.body)] + len(flatten_type(type_of(fn.body), None))))
+        read.update(k for a in operands if id(a) in first for k in range(first[id(a)], first[id(a)] + count(a)))
     return read
 
 

@@ -11,7 +11,8 @@ The interpreter runs it as written; native code turns the self tail call into a 
 stack, the state in two carry buffers; docs/native-relay.md). The number of steps is static; the
 state may have a symbolic batch (`?`). Each per-step output is collected in a tensor of `steps` rows, which every iteration updates at row `i` with a
 `scatter_nd` of one row: a new value for the interpreter, a write of one row in place for native
-code, whose loop owns the buffer (O(1) per step).
+code, whose loop owns the buffer (O(1) per step); over a `?` batch native code copies the
+whole tensor each step (boxes are never updated in place).
 
 Values of the enclosing graph the body reads are `let`-bound in front of the loop, so that they
 are computed once, outside it, and reach the closure as captured variables.
