@@ -114,7 +114,7 @@ def dense_weight_layout(call: Call, tile: RegisterTile) -> str | None:
         return None
     x, w = (a.checked_type for a in call.args)
     if not (isinstance(x, TensorType) and isinstance(w, TensorType) and x.dtype == w.dtype == "float32"
-            and x.ndim == 2 and w.ndim == 2):
+            and x.ndim == 2 and w.ndim == 2 and x.is_static):
         return None
     layout = weight_layout_for(int(x.shape[0]), tile)
     if (_attrs(call)["weight_layout"] or "NK") != "NK" or layout == "NK" or int(w.shape[0]) % (tile.lanes * tile.vectors):

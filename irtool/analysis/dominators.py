@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from irtool.analysis.box_rows import is_box_row
 from irtool.ir.expr import (Call, Constant, Expr, Function, If, Let, Match, Op, RefCreate, RefRead, RefWrite,
                             Tuple, TupleGetItem, Var)
 from irtool.ir.types import TensorType, TupleType
@@ -75,7 +76,7 @@ class DataflowGraph:
 
 
 def _call_pattern(call: Call) -> int:
-    if not isinstance(call.op, Op):
+    if not isinstance(call.op, Op) or is_box_row(call):
         return OPAQUE
     op_def = get_op(call.op.name)
     return OPAQUE if op_def is None else int(op_def.pattern)

@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 
 # Operators that are views or copies of their argument (the AOT path takes them in a dataflow `main`).
 VIEW_OPS = frozenset({"reshape", "device_copy", "on_device"})
+# Rows of a box's static first axis, read or replaced without a kernel (`lower/module.py`).
+BOX_ROW_OPS = frozenset({"take", "scatter_nd"})
 
 Subst = dict[str, Type]
 
@@ -793,6 +795,14 @@ class FunctionBuilder:
             for a in reversed(node.args):
                 self.push(lambda a=a: self.eval(a, None))   # type: ignore[misc]
             return
+        if name in BOX_ROW_OPS:
+            def rows() -> None:
+                values = [self.vals.pop() for _ in node.args][::-1]
+                self.done(node, (self.box_row(node, [v[0] for v in values]),), dests)
+            self.push(rows)
+            for arg in reversed(node.args):
+                self.push(lambda arg=arg: self.eval(arg, None))  # type: ignore[misc]
+            return
         raise self.error(f"the operator `{name}` is not compiled natively (lower the module first)", node)
 
     def kernel_call(self, node: Call, name: str, args: list[Value], dests: tuple[LV | None, ...] | None) -> Value:
@@ -931,6 +941,40 @@ class FunctionBuilder:
         self.prog.ctx.declare("llvm.memcpy.p0.p0.i64", "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)")
         self.do(f"call void @llvm.memcpy.p0.p0.i64(ptr align 1 {self.box_data(box)}, ptr align 1 "
                 f"{self.box_data(src)}, i64 {size}, i1 false)")
+        return box
+
+    def box_row(self, node: Call, args: list[LV]) -> LV:
+        """`take` of row i of a box's static first axis (a new box of that slab, i clipped into
+        range), or `scatter_nd` of one row (a copy of the box with the slab replaced: boxes are
+        never written in place, so a loop collecting its outputs copies them each step)."""
+        data = args[0] if isinstance(args[0].leaf, Obj) else self.coerce(args[0], Obj(args[0].leaf))
+        t = data.leaf.rtype  # type: ignore[union-attr]
+        assert isinstance(t, TensorType) and isinstance(t.shape[0], int)
+        rest = [self.box_dim(data, axis) for axis in range(1, len(t.shape))]
+        slab = self.emit(f"mul nsw i64 {self.product(rest)}, {max(1, element_bytes(t.dtype))}")
+        i = self.emit(f"load i64, ptr {args[1].value}, align 8")
+        last = t.shape[0] - 1
+        i = self.emit(f"select i1 {self.emit(f'icmp slt i64 {i}, 0')}, i64 0, i64 {i}")
+        i = self.emit(f"select i1 {self.emit(f'icmp sgt i64 {i}, {last}')}, i64 {last}, i64 {i}")
+        at = self.emit(f"getelementptr i8, ptr {self.box_data(data)}, i64 {self.emit(f'mul nsw i64 {i}, {slab}')}")
+        out = self.leaves(node)[0]
+        assert isinstance(out, Obj), "a row of a box is a box"
+        self.prog.ctx.declare("llvm.memcpy.p0.p0.i64", "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)")
+        if node.op.name == "take":  # type: ignore[union-attr]
+            box = self.new_box(out, rest)
+            self.do(f"call void @llvm.memcpy.p0.p0.i64(ptr align 1 {self.box_data(box)}, ptr align 1 {at}, "
+                    f"i64 {slab}, i1 false)")
+            return box
+        row = args[2] if isinstance(args[2].leaf, Obj) else self.coerce(args[2], Obj(args[2].leaf))
+        for axis, d in enumerate(rest):
+            self.fail_if(self.emit(f"icmp ne i64 {self.box_dim(row, axis)}, {d}"), STATUS_SHAPE_MISMATCH)
+        box = self.new_box(out, [str(t.shape[0]), *rest])
+        whole = self.emit(f"mul nsw i64 {slab}, {t.shape[0]}")
+        self.do(f"call void @llvm.memcpy.p0.p0.i64(ptr align 1 {self.box_data(box)}, ptr align 1 "
+                f"{self.box_data(data)}, i64 {whole}, i1 false)")
+        at = self.emit(f"getelementptr i8, ptr {self.box_data(box)}, i64 {self.emit(f'mul nsw i64 {i}, {slab}')}")
+        self.do(f"call void @llvm.memcpy.p0.p0.i64(ptr align 1 {at}, ptr align 1 {self.box_data(row)}, "
+                f"i64 {slab}, i1 false)")
         return box
 
     def result_args(self, node: Expr, dests: tuple[LV | None, ...] | None) -> tuple[list[LV | str], list[str]]:

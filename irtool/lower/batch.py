@@ -239,6 +239,30 @@ def specialise_batch(fn: Function, rows: int = 1) -> tuple[Function, _Rows]:
     return one, found
 
 
+def _read_leaves(fn: Function) -> set[int]:
+    """The parameter leaves the group reads: a field of a tuple parameter that only a projection
+    of another field reaches (a loop's state next to its stacked outputs) is not one, and must
+    not count among the buffers whose rows agree."""
+    def count(e: Expr) -> int:
+        return len(flatten_type(type_of(e), None))
+
+    first: dict[int, int] = {}
+    b = 0
+    for p in fn.params:
+        first[id(p)], b = b, b + count(p)
+    read: set[int] = set(range(first[id(fn.body)], first[id(fn.body)] + count(fn.body))) if id(fn.body) in first else set()
+    for node in post_order(fn.body):
+        if isinstance(node, TupleGetItem) and id(node.tuple_value) in first:
+            fields = type_of(node.tuple_value)
+            assert isinstance(fields, TupleType)
+            at = first[id(node.tuple_value)] + sum(len(flatten_type(f, None)) for f in fields.fields[:node.index])
+            read.update(range(at, at + count(node)))
+            continue
+        operands = node.args if isinstance(node, Call) else node.fields if isinstance(node, Tuple) else []
+        read.update(k for a in operands if id(a) in first for k in range(first[id(a)], first[id(a)] + count(a)))
+    return read
+
+
 def batch_facts(fn: Function, found: _Rows, func: PrimFunc) -> dict[str, AttrValue]:
     """`batch_buffers`, `batch_dims` and `batch_checks` of a kernel lowered from `fn`: each
     buffer's row prefix and its extents (none for the constants lowering added after the
@@ -247,7 +271,9 @@ def batch_facts(fn: Function, found: _Rows, func: PrimFunc) -> dict[str, AttrVal
     outs = [(t, e) for t, e in zip(flatten_type(type_of(fn.body), None), found.of(fn.body))]
     params = [(t, e) for p in fn.params for t, e in zip(flatten_type(type_of(p), None), found.extents[id(p)])]
     constants = len(func.params) - len(params) - num_outputs(func)
-    prefixes = [e[:row_prefix(t)] for t, e in params] + [()] * constants + [e[:row_prefix(t)] for t, e in outs]
+    read = _read_leaves(fn)
+    prefixes = ([e[:row_prefix(t)] if b in read else () for b, (t, e) in enumerate(params)] + [()] * constants
+                + [e[:row_prefix(t)] for t, e in outs])
     rows = [extent_product(p) for p in prefixes if p]
     for count in rows[1:]:
         found.same(rows[0], count, fn.body.span)

@@ -10,6 +10,7 @@ before, with parameters of the same types, reuses its kernel.
 from __future__ import annotations
 
 from irtool.analysis.liveness import kernel_facts
+from irtool.analysis.box_rows import is_box_row
 from irtool.analysis.typecheck import infer_types
 from irtool.ir.adt import Constructor
 from irtool.ir.equality import structural_equal, structural_hash
@@ -53,7 +54,8 @@ def is_lowered(mod: IRModule) -> bool:
             continue
         for node in post_order(func.body):
             if isinstance(node, Call) and isinstance(node.op, Op) and node.op.name not in _LOWERED_OPS \
-                    and not is_data_dependent(node.op.name):
+                    and not is_data_dependent(node.op.name) \
+                    and not is_box_row(node):
                 return False
             if isinstance(node, Function) and node.is_primitive:
                 return False
@@ -168,7 +170,7 @@ class ModuleLowering:
         view = self.as_view(fn, ops, args, call)
         if view is not None:
             return view
-        if len(ops) == 1 and not is_kernel_op(ops[0].op.name):  # type: ignore[union-attr]
+        if len(ops) == 1 and (not is_kernel_op(ops[0].op.name) or is_box_row(ops[0])):  # type: ignore[union-attr]
             return _typed(_substitute(fn, args), call)
         fn, args = _bind_scalar_constants(fn, args)
         name, lowered = self.lower_group(fn)

@@ -163,7 +163,7 @@ SHAPE_FUNCS: dict[str, ShapeFunc] = {
     "nn.batch_matmul": _batch_matmul,
     "nn.pad": _first(_pad),                            # the leading axes padded by (0, 0)
     "concatenate": _before("axis", of_result=True),    # the axes before the joined one
-    "expand_dims": _before("axis", of_result=True),    # the axes before the new one
+    "expand_dims": _regroup,                           # a new axis of 1 moves no element
     "sum": _reduce, "mean": _reduce, "max": _reduce, "min": _reduce, "prod": _reduce,
     "argmax": _reduce, "argmin": _reduce,              # the axes before the first reduced one
     "reshape": _regroup,                               # keeping the size of a row

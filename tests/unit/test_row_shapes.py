@@ -51,7 +51,9 @@ def test_the_row_prefix_runs_to_the_last_dynamic_axis() -> None:
     ("max", [t(None, 8)], t(1), {"axis": [1], "exclude": True}, 0),
     ("argmax", [t(None, 8)], t(None), {"axis": [1]}, 1),
     ("concatenate", [t(None, None, 2), t(None, None, 3)], t(None, None, 5), {"axis": 2}, 2),
-    ("expand_dims", [t(None, 8)], t(None, 1, 8), {"axis": 1}, 1),               # before the new axis
+    ("expand_dims", [t(None, 8)], t(None, 1, 8), {"axis": 1}, REGROUP),         # a new axis moves no element
+    ("strided_slice", [t(2, None, 8)], t(2, None, 4), {"begin": [0], "end": [4], "axes": [2]}, 2),  # before the sliced axis
+    ("strided_slice", [t(None, 8)], t(None, 4), {"begin": [0, 0], "end": [-1, 4]}, 0),  # end -1 cuts axis 0
     ("nn.pad", [t(None, None, 8), t()], t(None, None, 10), {"pad_width": [[0, 0], [0, 0], [1, 1]]}, 2),
     ("transpose", [t(None, None, 4, 8)], t(None, None, 8, 4), {"axes": [0, 1, 3, 2]}, 2),  # the axes left in place
     ("transpose", [t(None, 8)], t(8, None), {"axes": [1, 0]}, 0),
@@ -84,7 +86,8 @@ def test_each_operator_keeps_its_leading_axes(name: str, args: list[TensorType],
 
 
 def test_operators_without_a_row_rule_have_no_shape_function() -> None:
-    assert shape_func("cumsum") is None and shape_func("topk") is None and shape_func("nn.lrn") is None
+    assert shape_func("cumsum") is None and shape_func("topk") is None and shape_func("gather") is None \
+        and shape_func("nn.lrn") is None
 
 
 HEADER = '#[version = "0.0.5"]\n'
@@ -130,3 +133,14 @@ def test_a_dynamic_axis_an_operator_does_not_treat_row_by_row_is_a_located_error
     with pytest.raises(DiagnosticError, match=message) as info:
         lowered(text)
     assert info.value.span is not None and info.value.span.line == 3
+
+
+def test_a_tuple_field_the_group_does_not_read_is_not_a_batched_buffer() -> None:
+    """A loop's (state, stacked outputs) reach a group that projects only the outputs: the state's
+    n rows must not be paired with the outputs' 4·n."""
+    (one,) = lowered("def @main(%c: bool, %s: Tensor[(?, 8), float32], %y: Tensor[(4, ?, 8), float32]) { "
+                     "%0 = if (%c) { (%s, %y) } else { (%s, %y) }; expand_dims(%0.1, axis=1) }").values()
+    # Buffers: s (not read), y (prefix 4, n: buffer 1's axis 1), the result (4, 1, n).
+    assert one.attrs["batch_buffers"] == (0, 2, 3)
+    assert one.attrs["batch_dims"] == ((), ((4,), (1, 1, 1)), ((4,), (1,), (1, 1, 1)))
+    assert "batch_checks" not in one.attrs

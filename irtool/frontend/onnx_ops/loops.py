@@ -8,10 +8,11 @@ over the iteration number and the loop state,
     %loop(0i64, initial state..., zeros...)
 
 The interpreter runs it as written; native code turns the self tail call into a jump (constant
-stack, the state in two carry buffers; docs/native-relay.md). Shapes are static: each per-step
-output is collected in a tensor of `steps` rows, which every iteration updates at row `i` with a
+stack, the state in two carry buffers; docs/native-relay.md). The number of steps is static; the
+state may have a symbolic batch (`?`). Each per-step output is collected in a tensor of `steps` rows, which every iteration updates at row `i` with a
 `scatter_nd` of one row: a new value for the interpreter, a write of one row in place for native
-code, whose loop owns the buffer (O(1) per step).
+code, whose loop owns the buffer (O(1) per step); over a `?` batch native code copies the
+whole tensor each step (boxes are never updated in place).
 
 Values of the enclosing graph the body reads are `let`-bound in front of the loop, so that they
 are computed once, outside it, and reach the closure as captured variables.
@@ -60,12 +61,15 @@ class Captures:
 
 
 def counted_loop(b: Builder, steps: int | None, init: Sequence[Value], step: Step, captures: Captures,
-                 *, cond: int | None = None, name: str = "loop") -> tuple[list[Value], list[Value]]:
+                 *, cond: int | None = None, name: str = "loop",
+                 stacked_zeros: Sequence[Value] = ()) -> tuple[list[Value], list[Value]]:
     """Run `step` `steps` times (None: until the condition is false) from the state `init`;
     returns the final state and, per output of `step`, the outputs of all steps stacked on a new
     first axis. `cond` is the index of a boolean scalar in the state that must also hold for
     another iteration (ONNX Loop's condition). `captures` binds the outer values `step` reads
-    (the caller applies it to them and to nothing of its own)."""
+    (the caller applies it to them and to nothing of its own). A stacked output whose shape has a
+    `?` (a symbolic batch) starts from the caller's zeros of that shape (`stacked_zeros`, in the
+    order of the outputs), since `zeros` needs a static shape."""
     i = Var("i", INDEX)
     state_vars = [Var(f"s{k}", v.type) for k, v in enumerate(init)]
     next_state, outputs = step(Value(i, INDEX), [Value(v, t) for v, t in zip(state_vars, [s.type for s in init])])
@@ -90,7 +94,8 @@ def counted_loop(b: Builder, steps: int | None, init: Sequence[Value], step: Ste
     again = Call(loop_var, [one_more.expr, *(v.expr for v in next_state), *(v.expr for v in stacked_next)])
     done = Tuple(list(params[1:]))
     body = Function(params, If(go.expr, again, done), result_type)
-    zeros = [b.call("zeros", [], shape=t.shape, dtype=t.dtype) for t in stacked_types]
+    given = iter(stacked_zeros)
+    zeros = [b.call("zeros", [], shape=t.shape, dtype=t.dtype) if t.is_static else next(given) for t in stacked_types]
     start = Call(loop_var, [Constant(np.array(0, np.int64)), *(v.expr for v in init), *(z.expr for z in zeros)])
     result = Value(captures.wrap(Let(loop_var, body, start)), result_type)
     fields = [b.item(result, k) for k in range(len(params) - 1)]
@@ -105,7 +110,8 @@ def _write_row(b: Builder, stacked: Value, row: Value, i: Value) -> Value:
 
 def reversed_rows(b: Builder, x: Value, axis: int = 0) -> Value:
     """x with the order along `axis` reversed (a `take` of the reversed positions)."""
-    n = x.shape[axis]
+    n = x.dims[axis]
+    assert isinstance(n, int), "the reversed axis is static (the sequence)"
     return b.call("take", [x, b.const(np.arange(n - 1, -1, -1, dtype=np.int64))], axis=axis)
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from irtool.frontend.onnx_values import Builder, Node, Unsupported, Value
+from irtool.frontend.onnx_values import Builder, DynamicShape, Node, Unsupported, Value
 from irtool.frontend.onnx_ops.common import converter, reshaped, required, scalar, transposed
 from irtool.frontend.onnx_ops.loops import Captures, counted_loop, reversed_rows, row
 
@@ -173,7 +173,13 @@ def _recurrent(b: Builder, node: Node) -> list[Value | None]:
     layout = int(node.attr("layout", 0))  # type: ignore[call-overload]
     if layout:
         x = transposed(b, x, (1, 0, 2))
-    steps, batch, width = x.shape
+    steps, batch, width = x.dims
+    if not isinstance(steps, int) or not isinstance(width, int):
+        raise DynamicShape(f"it needs a static sequence length and input size (axes 0 and 2 of X, {x.type})")
+    dynamic = not isinstance(batch, int)   # a symbolic batch (`?`): reshapes infer it (-1)
+    entries = -1 if dynamic else int(batch)  # type: ignore[arg-type]
+    if dynamic and steps == 0:
+        raise DynamicShape(f"an empty sequence needs a static batch (X is {x.type})")
     weights, recurrence = required(node, 1, "W"), required(node, 2, "R")
     direction = str(node.attr("direction", "forward"))
     directions = {"forward": 1, "reverse": 1, "bidirectional": 2}.get(direction)
@@ -206,7 +212,7 @@ def _recurrent(b: Builder, node: Node) -> list[Value | None]:
         if backward:
             xd = (b.call("reverse_sequence", [x, lengths], seq_axis=0, batch_axis=1) if lengths is not None
                   else reversed_rows(b, x))
-        projected = b.call("nn.dense", [reshaped(b, xd, (steps * batch, width)), _direction(b, weights, d)])  # type: ignore[list-item]
+        projected = b.call("nn.dense", [reshaped(b, xd, (-1 if dynamic else steps * entries, width)), _direction(b, weights, d)])  # type: ignore[list-item]
         rd = _direction(b, recurrence, d)
         assert rd is not None
         bd = _direction(b, bias, d)
@@ -222,16 +228,17 @@ def _recurrent(b: Builder, node: Node) -> list[Value | None]:
             recurrent_bias = b.call("zeros", [], shape=(hidden,), dtype=x.dtype)
         if op == "GRU" and not before_reset:
             candidate = _slice(b, rd, 2, hidden, 0)
+        projected = reshaped(b, projected, (steps, entries, gh))
+        zeros, stacked_zeros = _zeros(b, projected, hidden, dynamic)
         captures = Captures()
-        w = Weights(captures(reshaped(b, projected, (steps, batch, gh))), captures(rd),
+        w = Weights(captures(projected), captures(rd),
                     None if recurrent_bias is None else captures(recurrent_bias),
                     None if candidate is None else captures(candidate),
                     None if peepholes is None else captures(reshaped(b, _direction(b, peepholes, d), (3, hidden))),  # type: ignore[arg-type]
-                    None if lengths is None else captures(reshaped(b, lengths, (batch, 1))))
-        init = [_direction(b, v, d) if v is not None else b.call("zeros", [], shape=(batch, hidden), dtype=x.dtype)
-                for v in initial]
+                    None if lengths is None else captures(reshaped(b, lengths, (entries, 1))))
+        init = [_direction(b, v, d) if v is not None else zeros for v in initial]
         state, outputs = counted_loop(b, steps, init, _step(b, op, w, functions[d], clip, hidden, want_y),  # type: ignore[arg-type]
-                                      captures, name=op.lower())
+                                      captures, name=op.lower(), stacked_zeros=stacked_zeros if want_y else [])
         finals.append(state)
         if want_y:
             y = outputs[0]
@@ -243,6 +250,18 @@ def _recurrent(b: Builder, node: Node) -> list[Value | None]:
     for k in range(cell.states):
         results.append(_stack(b, [s[k] for s in finals], 0, (1, 0, 2) if layout else None))
     return results + [None] * (node.num_outputs - len(results))
+
+
+def _zeros(b: Builder, projected: Value, hidden: int, dynamic: bool) -> tuple[Value, list[Value]]:
+    """Zeros of one step's state, (B, H), and with a symbolic batch those of all steps' outputs,
+    (T, B, H): `zeros` cannot name a `?`, so they are `zeros_like` a (T, B, H) slice of the
+    projection and its first row (T ≥ 1 then). A static batch leaves the outputs' zeros to
+    `counted_loop`."""
+    _, batch, _ = projected.dims
+    if not dynamic:
+        return b.call("zeros", [], shape=(batch, hidden), dtype=projected.dtype), []
+    outputs = b.call("zeros_like", [_slice(b, projected, 0, hidden, axis=2)])
+    return row(b, outputs, b.const(np.int64(0))), [outputs]
 
 
 def _stack(b: Builder, parts: Sequence[Value], axis: int, layout: tuple[int, ...] | None) -> Value:
