@@ -104,3 +104,26 @@ def test_2000_calls_over_two_dynamic_axes_release_every_box(tokens: NativeModule
     del out
     # Seven boxes a call at least 48 bytes each: one leaked per call would be 96 KB.
     assert heap_in_use() - before < 64 * 1024
+
+
+SHARED_RIGHT = """#[version = "0.0.5"]
+def @main(%x: Tensor[(?, ?, 8), float32], %w: Tensor[(1, 8, 4), float32], %v: Tensor[(1, 5, 8), float32]) {
+  (nn.batch_matmul(%x, %w), nn.batch_matmul(%x, %v, transpose_b=True))
+}
+"""
+
+
+@pytest.mark.parametrize(("batch", "seq"), [(1, 1), (2, 3), (3, 33), (1, 70), (0, 4), (4, 0)])
+def test_a_shared_right_operand_of_batch_one_runs_over_every_row(batch: int, seq: int) -> None:
+    """A static right operand of batch 1 broadcasts over the left's `?` batch: the result is
+    `(?, ?, n)` (it once typed as `(1, ?, n)`, so every batch but 1 was status 5)."""
+    rng = np.random.default_rng(batch * 100 + seq)
+    inputs = {"x": rng.standard_normal((batch, seq, 8)).astype(np.float32),
+              "w": rng.standard_normal((1, 8, 4)).astype(np.float32),
+              "v": rng.standard_normal((1, 5, 8)).astype(np.float32)}
+    got = irtool.build(parse(SHARED_RIGHT, "shared.relay"))(**inputs)
+    want = flatten_value(run_function(parse(SHARED_RIGHT, "shared.relay"), inputs))
+    for g, w, ref in zip(got, want, (inputs["x"] @ inputs["w"], inputs["x"] @ inputs["v"].transpose(0, 2, 1))):
+        assert g.shape == ref.shape == w.shape
+        np.testing.assert_allclose(g, ref, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
