@@ -918,7 +918,9 @@ class FunctionBuilder:
 
     def reshape(self, node: Call, src: LV) -> LV:
         """`reshape` of or to a box: a static result views the box's data once its size is
-        checked; a dynamic one is a new box with the one `?` sized from the element count."""
+        checked; a dynamic one is a new box with its last `?` sized from the element count and
+        each `?` before it the source's extent on the same axis (lowering writes such a reshape
+        only where it copies those axes: irtool/lower/module.py, `_reshape_attrs`)."""
         out = self.leaves(node)[0]
         if not isinstance(src.leaf, Obj):
             if isinstance(out, TensorType):
@@ -931,12 +933,26 @@ class FunctionBuilder:
             return LV(self.box_data(src), out, element_align(out))
         t = out.rtype
         assert isinstance(t, TensorType)
+        newshape = list(node.attrs["newshape"])  # type: ignore[call-overload]
+        plain = next((k for k, d in enumerate(newshape) if d < 0), len(newshape))  # copies before any special code
+        dims = [str(d) if isinstance(d, int) else self.box_dim(src, axis) if axis < plain and newshape[axis] == 0
+                else "" for axis, d in enumerate(t.shape)]
         static = int(np.prod([d for d in t.shape if isinstance(d, int)], dtype=np.int64))
-        if sum(not isinstance(d, int) for d in t.shape) != 1 or static == 0:
-            raise self.error(f"unsupported: a reshape to {type_to_text(t)} (one `?` and no empty axis)", node)
-        self.fail_if(self.emit(f"icmp ne i64 {self.emit(f'srem i64 {count}, {static}')}, 0"), STATUS_SHAPE_MISMATCH)
-        unknown = self.emit(f"sdiv i64 {count}, {static}")
-        box = self.new_box(out, [str(d) if isinstance(d, int) else unknown for d in t.shape])
+        if dims.count("") > 1 or static == 0:
+            raise self.error(f"unsupported: `reshape` to {type_to_text(t)} with several `?` it does not copy "
+                             "(newshape 0 after nothing but copies and static dims), or with an empty axis", node)
+        if "" in dims:
+            # The operand's elements outside the copied axes over the static dims (so an empty
+            # copied axis leaves it defined, as the interpreter's reshape).
+            ndim = len(src.leaf.rtype.shape)  # type: ignore[union-attr]
+            copied = {axis for axis, (d, e) in enumerate(zip(dims, t.shape)) if d and not isinstance(e, int)}
+            rest = self.product([self.box_dim(src, axis) for axis in range(ndim) if axis not in copied]) \
+                if copied else count
+            self.fail_if(self.emit(f"icmp ne i64 {self.emit(f'srem i64 {rest}, {static}')}, 0"), STATUS_SHAPE_MISMATCH)
+            dims[dims.index("")] = self.emit(f"sdiv i64 {rest}, {static}")
+        else:
+            self.fail_if(self.emit(f"icmp ne i64 {count}, {self.product(dims)}"), STATUS_SHAPE_MISMATCH)
+        box = self.new_box(out, dims)
         size = self.emit(f"mul nsw i64 {count}, {max(1, element_bytes(t.dtype))}")
         self.prog.ctx.declare("llvm.memcpy.p0.p0.i64", "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)")
         self.do(f"call void @llvm.memcpy.p0.p0.i64(ptr align 1 {self.box_data(box)}, ptr align 1 "

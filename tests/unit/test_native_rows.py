@@ -127,3 +127,42 @@ def test_a_shared_right_operand_of_batch_one_runs_over_every_row(batch: int, seq
         assert g.shape == ref.shape == w.shape
         np.testing.assert_allclose(g, ref, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+HEADS = """#[version = "0.0.5"]
+def @main(%x: Tensor[(?, ?, 64), float32]) {
+  %0 = reshape(%x, newshape=[0, 0, 4, 16]);
+  %1 = exp(%0);
+  %2 = reshape(%1, newshape=[0, 0, -1]);
+  %3 = reshape(%x, newshape=[0, -1, 16]);
+  (%1, %2, %3)
+}
+"""
+
+
+@pytest.mark.parametrize(("batch", "seq"), [(1, 1), (2, 3), (3, 33), (1, 70), (0, 5), (4, 0)])
+def test_a_reshape_splitting_the_rows_of_two_dynamic_axes_into_heads_runs(batch: int, seq: int) -> None:
+    """Multi-head attention's `(?, ?, 64)` to `(?, ?, 4, 16)` and back: each copied `?` is the
+    operand's extent, the one left (`[0, -1, 16]`) the element count over the others."""
+    x = np.random.default_rng(batch * 100 + seq).standard_normal((batch, seq, 64)).astype(np.float32)
+    got = irtool.build(parse(HEADS, "heads.relay"))(x=x)
+    want = flatten_value(run_function(parse(HEADS, "heads.relay"), {"x": x}))
+    refs = (np.exp(x).reshape(batch, seq, 4, 16), np.exp(x), x.reshape(batch, seq * 4, 16))
+    for g, w, ref in zip(got, want, refs):
+        assert g.shape == w.shape == ref.shape
+        np.testing.assert_allclose(g, ref, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("body", ["reshape(%x, newshape=[-1, 0, 4, 16])",                 # a step of `main`
+                                  "%0 = reshape(%x, newshape=[-1, 0, 4, 16]);\n  (%0, exp(%0))"])  # a view lowered
+def test_a_reshape_leaving_two_dynamic_axes_unknown_is_a_located_error(body: str) -> None:
+    src = f"""#[version = "0.0.5"]
+def @main(%x: Tensor[(?, ?, 64), float32]) {{
+  {body}
+}}
+"""
+    with pytest.raises(DiagnosticError, match=r"`reshape` to Tensor\[\(\?, \?, 4, 16\), float32\] with several `\?`") \
+            as info:
+        irtool.build(parse(src, "heads.relay"))
+    assert info.value.span is not None and info.value.span.line == 3
