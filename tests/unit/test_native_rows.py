@@ -166,3 +166,37 @@ def @main(%x: Tensor[(?, ?, 64), float32]) {{
             as info:
         irtool.build(parse(src, "heads.relay"))
     assert info.value.span is not None and info.value.span.line == 3
+
+
+FLAT = """#[version = "0.0.5"]
+def @main(%x: Tensor[(?, ?, 64), float32], %w: Tensor[(48, 64), float32], %b: Tensor[(48), float32],
+          %g: Tensor[(48), float32], %beta: Tensor[(48), float32]) {
+  %0 = nn.bias_add(nn.dense(%x, %w, units=48), %b, axis=2);
+  %1 = nn.layer_norm(nn.relu(%0), %g, %beta, axis=2);
+  (nn.softmax(%1, axis=2), sum(%1, axis=[2], keepdims=True), max(%0, axis=[2]))
+}
+"""
+
+
+@pytest.mark.parametrize(("batch", "seq"), [(1, 1), (2, 3), (3, 33), (2, 64), (1, 70), (0, 5), (4, 0)])
+def test_kernels_over_a_flattened_prefix_read_their_axes_after_it(batch: int, seq: int) -> None:
+    """A dense, bias, layer norm, softmax and reductions over `(?, ?, 64)` run as kernels of
+    `(rows, 64)`: their non-negative axes (2 here) move down to 1 on the kernels; the results
+    are numpy's and the interpreter's at every extent."""
+    rng = np.random.default_rng(batch * 100 + seq)
+    inputs = {"x": rng.standard_normal((batch, seq, 64)).astype(np.float32),
+              "w": (rng.standard_normal((48, 64)) * 0.2).astype(np.float32),
+              "b": rng.standard_normal(48).astype(np.float32), "g": rng.standard_normal(48).astype(np.float32),
+              "beta": rng.standard_normal(48).astype(np.float32)}
+    got = irtool.build(parse(FLAT, "flat.relay"))(**inputs)
+    want = flatten_value(run_function(parse(FLAT, "flat.relay"), inputs))
+    h = inputs["x"] @ inputs["w"].T + inputs["b"]
+    r = np.maximum(h, 0)
+    centred = r - r.mean(-1, keepdims=True)
+    ln = centred / np.sqrt((centred * centred).mean(-1, keepdims=True) + 1e-5) * inputs["g"] + inputs["beta"]
+    e = np.exp(ln - ln.max(-1, keepdims=True))
+    refs = (e / e.sum(-1, keepdims=True), ln.sum(-1, keepdims=True), h.max(-1, initial=-np.inf))
+    for g, w, ref in zip(got, want, refs):
+        assert g.shape == w.shape == ref.shape
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(g, ref, rtol=1e-3, atol=1e-3)
