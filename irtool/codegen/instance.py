@@ -961,22 +961,21 @@ class FunctionBuilder:
 
     def box_row(self, node: Call, args: list[LV]) -> LV:
         """`take` of row i of a box's static first axis (a new box of that slab, i clipped into
-        range), or `scatter_nd` of one row (a copy of the box with the slab replaced: boxes are
+        range; of a vector of rows, `take_rows`), or `scatter_nd` of one row (a copy of the box with the slab replaced: boxes are
         never written in place, so a loop collecting its outputs copies them each step)."""
         data = args[0] if isinstance(args[0].leaf, Obj) else self.coerce(args[0], Obj(args[0].leaf))
         t = data.leaf.rtype  # type: ignore[union-attr]
         assert isinstance(t, TensorType) and isinstance(t.shape[0], int)
         rest = [self.box_dim(data, axis) for axis in range(1, len(t.shape))]
         slab = self.emit(f"mul nsw i64 {self.product(rest)}, {max(1, element_bytes(t.dtype))}")
-        i = self.emit(f"load i64, ptr {args[1].value}, align 8")
-        last = t.shape[0] - 1
-        i = self.emit(f"select i1 {self.emit(f'icmp slt i64 {i}, 0')}, i64 0, i64 {i}")
-        i = self.emit(f"select i1 {self.emit(f'icmp sgt i64 {i}, {last}')}, i64 {last}, i64 {i}")
-        at = self.emit(f"getelementptr i8, ptr {self.box_data(data)}, i64 {self.emit(f'mul nsw i64 {i}, {slab}')}")
         out = self.leaves(node)[0]
         assert isinstance(out, Obj), "a row of a box is a box"
         self.prog.ctx.declare("llvm.memcpy.p0.p0.i64", "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)")
+        index = self.type_of(node.args[1])
+        if node.op.name == "take" and isinstance(index, TensorType) and index.ndim == 1:
+            return self.take_rows(data, args[1], int(index.shape[0]), index.dtype, out, rest, slab)  # type: ignore[arg-type]
         if node.op.name == "take":  # type: ignore[union-attr]
+            at = self.row_at(data, self.emit(f"load i64, ptr {args[1].value}, align 8"), slab)
             box = self.new_box(out, rest)
             self.do(f"call void @llvm.memcpy.p0.p0.i64(ptr align 1 {self.box_data(box)}, ptr align 1 {at}, "
                     f"i64 {slab}, i1 false)")
@@ -988,9 +987,42 @@ class FunctionBuilder:
         whole = self.emit(f"mul nsw i64 {slab}, {t.shape[0]}")
         self.do(f"call void @llvm.memcpy.p0.p0.i64(ptr align 1 {self.box_data(box)}, ptr align 1 "
                 f"{self.box_data(data)}, i64 {whole}, i1 false)")
-        at = self.emit(f"getelementptr i8, ptr {self.box_data(box)}, i64 {self.emit(f'mul nsw i64 {i}, {slab}')}")
+        at = self.row_at(box, self.emit(f"load i64, ptr {args[1].value}, align 8"), slab)
         self.do(f"call void @llvm.memcpy.p0.p0.i64(ptr align 1 {at}, ptr align 1 {self.box_data(row)}, "
                 f"i64 {slab}, i1 false)")
+        return box
+
+    def row_at(self, box: LV, i: str, slab: str) -> str:
+        """The address of row `i` of a box's static first axis, `i` clipped into range."""
+        last = box.leaf.rtype.shape[0] - 1  # type: ignore[union-attr]
+        i = self.emit(f"select i1 {self.emit(f'icmp slt i64 {i}, 0')}, i64 0, i64 {i}")
+        i = self.emit(f"select i1 {self.emit(f'icmp sgt i64 {i}, {last}')}, i64 {last}, i64 {i}")
+        return self.emit(f"getelementptr i8, ptr {self.box_data(box)}, i64 {self.emit(f'mul nsw i64 {i}, {slab}')}")
+
+    def take_rows(self, data: LV, index: LV, count: int, dtype: str, out: Obj, rest: list[str], slab: str) -> LV:
+        """`take` of a vector of rows of a box's static first axis: a new box of `count` slabs,
+        copied in a loop (each index clipped into range; a reverse sequence reads X this way)."""
+        box = self.new_box(out, [str(count), *rest])
+        pre, head, body, done = (self.label(h) for h in ("rows_pre", "rows_head", "rows_body", "rows_done"))
+        self.br(pre)
+        self.start(pre)
+        self.br(head)
+        self.start(head)
+        j = self.emit("phi i64 [0, %PRE], [%NEXT, %BODY]")
+        at_phi = len(self.lines) - 1
+        self.condbr(self.emit(f"icmp slt i64 {j}, {count}"), body, done)
+        self.start(body)
+        wide = "i32" if dtype == "int32" else "i64"
+        i = self.emit(f"load {wide}, ptr {self.emit(f'getelementptr {wide}, ptr {index.value}, i64 {j}')}, align 4")
+        i = self.emit(f"sext i32 {i} to i64") if wide == "i32" else i
+        to = self.emit(f"getelementptr i8, ptr {self.box_data(box)}, i64 {self.emit(f'mul nsw i64 {j}, {slab}')}")
+        self.do(f"call void @llvm.memcpy.p0.p0.i64(ptr align 1 {to}, ptr align 1 {self.row_at(data, i, slab)}, "
+                f"i64 {slab}, i1 false)")
+        step = self.emit(f"add nuw nsw i64 {j}, 1")
+        self.lines[at_phi] = self.lines[at_phi].replace("%PRE", f"%{pre}").replace("%NEXT", step).replace(
+            "%BODY", f"%{body}")
+        self.br(head)
+        self.start(done)
         return box
 
     def result_args(self, node: Expr, dests: tuple[LV | None, ...] | None) -> tuple[list[LV | str], list[str]]:
