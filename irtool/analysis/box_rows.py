@@ -7,12 +7,29 @@ lowering leaves it as the operator and native code copies the row's slab (docs/n
 from __future__ import annotations
 
 from irtool.ir.expr import Call, Op
-from irtool.ir.types import TensorType
+from irtool.ir.types import TensorType, TupleType
+
+
+def is_box_join(call: Call) -> bool:
+    """`call` is a `concatenate` on a `?` axis or one before a `?` of an operand (a
+    bidirectional layer's two directions joined on the direction axis of `(T, 1, ?, H)`): the
+    joined slabs are not rows of the prefix, so native code copies them."""
+    if not isinstance(call.op, Op) or call.op.name != "concatenate" or not call.args:
+        return False
+    fields = getattr(call.args[0], "checked_type", None)
+    if not isinstance(fields, TupleType) or not all(isinstance(f, TensorType) for f in fields.fields):
+        return False
+    ndim = fields.fields[0].ndim  # type: ignore[union-attr]
+    axis = int(call.attrs.get("axis", 0))  # type: ignore[call-overload]
+    axis = axis + ndim if axis < 0 else axis
+    return any(not isinstance(d, int) for f in fields.fields for d in f.shape[axis:])  # type: ignore[union-attr]
 
 
 def is_box_row(call: Call) -> bool:
     """`call` reads (`take`, one row or a vector of them) or replaces (`scatter_nd`) a row of a
     box's static first axis."""
+    if is_box_join(call):
+        return True
     if not isinstance(call.op, Op) or call.op.name not in ("take", "scatter_nd") or len(call.args) < 2:
         return False
     data, index = (getattr(a, "checked_type", None) for a in call.args[:2])

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 # Operators that are views or copies of their argument (the AOT path takes them in a dataflow `main`).
 VIEW_OPS = frozenset({"reshape", "device_copy", "on_device"})
 # Rows of a box's static first axis, read or replaced without a kernel (`lower/module.py`).
-BOX_ROW_OPS = frozenset({"take", "scatter_nd"})
+BOX_ROW_OPS = frozenset({"take", "scatter_nd", "concatenate"})
 
 Subst = dict[str, Type]
 
@@ -798,7 +798,9 @@ class FunctionBuilder:
         if name in BOX_ROW_OPS:
             def rows() -> None:
                 values = [self.vals.pop() for _ in node.args][::-1]
-                self.done(node, (self.box_row(node, [v[0] for v in values]),), dests)
+                rows = self.box_join(node, list(values[0])) if name == "concatenate" else \
+                    self.box_row(node, [v[0] for v in values])
+                self.done(node, (rows,), dests)
             self.push(rows)
             for arg in reversed(node.args):
                 self.push(lambda arg=arg: self.eval(arg, None))  # type: ignore[misc]
@@ -1003,27 +1005,67 @@ class FunctionBuilder:
         """`take` of a vector of rows of a box's static first axis: a new box of `count` slabs,
         copied in a loop (each index clipped into range; a reverse sequence reads X this way)."""
         box = self.new_box(out, [str(count), *rest])
-        pre, head, body, done = (self.label(h) for h in ("rows_pre", "rows_head", "rows_body", "rows_done"))
+        wide = "i32" if dtype == "int32" else "i64"
+
+        def row(j: str) -> None:
+            i = self.emit(f"load {wide}, ptr {self.emit(f'getelementptr {wide}, ptr {index.value}, i64 {j}')}, align 4")
+            i = self.emit(f"sext i32 {i} to i64") if wide == "i32" else i
+            to = self.emit(f"getelementptr i8, ptr {self.box_data(box)}, i64 {self.emit(f'mul nsw i64 {j}, {slab}')}")
+            self.do(f"call void @llvm.memcpy.p0.p0.i64(ptr align 1 {to}, ptr align 1 {self.row_at(data, i, slab)}, "
+                    f"i64 {slab}, i1 false)")
+        self.counted_loop(str(count), row)
+        return box
+
+    def box_join(self, node: Call, parts: list[LV]) -> LV:
+        """`concatenate` on an axis before a `?` (`box_rows.is_box_join`): a new box whose axis is
+        the parts' sum (their other dims must agree: status 5), filled by copying, for each index
+        of the axes before it, each part's slab in turn."""
+        boxes = [p if isinstance(p.leaf, Obj) else self.coerce(p, Obj(p.leaf)) for p in parts]
+        t = boxes[0].leaf.rtype  # type: ignore[union-attr]
+        assert isinstance(t, TensorType)
+        axis = int(node.attrs.get("axis", 0))  # type: ignore[call-overload]
+        axis = axis + t.ndim if axis < 0 else axis
+        dims = [[self.box_dim(b, d) for d in range(t.ndim)] for b in boxes]
+        for other in dims[1:]:
+            for d in (d for d in range(t.ndim) if d != axis):
+                self.fail_if(self.emit(f"icmp ne i64 {other[d]}, {dims[0][d]}"), STATUS_SHAPE_MISMATCH)
+        joined = dims[0][axis]
+        for other in dims[1:]:
+            joined = self.emit(f"add nsw i64 {joined}, {other[axis]}")
+        out = self.leaves(node)[0]
+        assert isinstance(out, Obj), "a join of boxes is a box"
+        box = self.new_box(out, [*dims[0][:axis], joined, *dims[0][axis + 1:]])
+        inner = self.emit(f"mul nsw i64 {self.product(dims[0][axis + 1:])}, {max(1, element_bytes(t.dtype))}")
+        slabs = [self.emit(f"mul nsw i64 {d[axis]}, {inner}") for d in dims]
+        stride = self.emit(f"mul nsw i64 {joined}, {inner}")
+        self.prog.ctx.declare("llvm.memcpy.p0.p0.i64", "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)")
+
+        def outer(o: str) -> None:
+            to = self.emit(f"getelementptr i8, ptr {self.box_data(box)}, i64 {self.emit(f'mul nsw i64 {o}, {stride}')}")
+            for b, slab in zip(boxes, slabs):
+                at = self.emit(f"getelementptr i8, ptr {self.box_data(b)}, i64 {self.emit(f'mul nsw i64 {o}, {slab}')}")
+                self.do(f"call void @llvm.memcpy.p0.p0.i64(ptr align 1 {to}, ptr align 1 {at}, i64 {slab}, i1 false)")
+                to = self.emit(f"getelementptr i8, ptr {to}, i64 {slab}")
+        self.counted_loop(self.product(dims[0][:axis]), outer)
+        return box
+
+    def counted_loop(self, count: str, body: Callable[[str], None]) -> None:
+        """`body(j)` for j in 0..count-1; the body emits straight-line code (no blocks of its own)."""
+        pre, head, loop, done = (self.label(h) for h in ("loop_pre", "loop_head", "loop_body", "loop_done"))
         self.br(pre)
         self.start(pre)
         self.br(head)
         self.start(head)
         j = self.emit("phi i64 [0, %PRE], [%NEXT, %BODY]")
         at_phi = len(self.lines) - 1
-        self.condbr(self.emit(f"icmp slt i64 {j}, {count}"), body, done)
-        self.start(body)
-        wide = "i32" if dtype == "int32" else "i64"
-        i = self.emit(f"load {wide}, ptr {self.emit(f'getelementptr {wide}, ptr {index.value}, i64 {j}')}, align 4")
-        i = self.emit(f"sext i32 {i} to i64") if wide == "i32" else i
-        to = self.emit(f"getelementptr i8, ptr {self.box_data(box)}, i64 {self.emit(f'mul nsw i64 {j}, {slab}')}")
-        self.do(f"call void @llvm.memcpy.p0.p0.i64(ptr align 1 {to}, ptr align 1 {self.row_at(data, i, slab)}, "
-                f"i64 {slab}, i1 false)")
+        self.condbr(self.emit(f"icmp slt i64 {j}, {count}"), loop, done)
+        self.start(loop)
+        body(j)
         step = self.emit(f"add nuw nsw i64 {j}, 1")
         self.lines[at_phi] = self.lines[at_phi].replace("%PRE", f"%{pre}").replace("%NEXT", step).replace(
-            "%BODY", f"%{body}")
+            "%BODY", f"%{loop}")
         self.br(head)
         self.start(done)
-        return box
 
     def result_args(self, node: Expr, dests: tuple[LV | None, ...] | None) -> tuple[list[LV | str], list[str]]:
         """What a call's result pointers are: tensors' destinations (or temporaries), and owned slots

@@ -200,3 +200,39 @@ def test_kernels_over_a_flattened_prefix_read_their_axes_after_it(batch: int, se
         assert g.shape == w.shape == ref.shape
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(g, ref, rtol=1e-3, atol=1e-3)
+
+
+JOINS = """#[version = "0.0.5"]
+def @main(%x: Tensor[(?, 4), float32], %y: Tensor[(?, 4), float32], %z: Tensor[(2, ?, 3), float32],
+          %s: Tensor[(2, 5, 3), float32]) {
+  (concatenate((%x, %y), axis=0), concatenate((%z, %z, %z), axis=0), concatenate((%z, %s), axis=1))
+}
+"""
+
+
+@pytest.mark.parametrize(("n", "m", "k"), [(1, 1, 1), (3, 0, 2), (0, 5, 0), (33, 7, 40)])
+def test_a_concatenate_on_or_before_a_dynamic_axis_copies_the_parts_slabs(n: int, m: int, k: int) -> None:
+    """Joins that are not row by row (a bidirectional layer's directions on `(T, 1, ?, H)`):
+    each part's slab is copied for each index of the axes before the joined one."""
+    rng = np.random.default_rng(n * 100 + m * 10 + k)
+    inputs = {"x": rng.standard_normal((n, 4)).astype(np.float32), "y": rng.standard_normal((m, 4)).astype(np.float32),
+              "z": rng.standard_normal((2, k, 3)).astype(np.float32),
+              "s": rng.standard_normal((2, 5, 3)).astype(np.float32)}
+    got = irtool.build(parse(JOINS, "joins.relay"))(**inputs)
+    want = flatten_value(run_function(parse(JOINS, "joins.relay"), inputs))
+    refs = (np.concatenate([inputs["x"], inputs["y"]]), np.concatenate([inputs["z"]] * 3),
+            np.concatenate([inputs["z"], inputs["s"]], axis=1))
+    for g, w, ref in zip(got, want, refs):
+        assert g.shape == w.shape == ref.shape
+        np.testing.assert_array_equal(g, ref)
+        np.testing.assert_array_equal(g, w)
+
+
+def test_a_concatenate_of_parts_whose_other_dims_differ_is_refused_at_run_time() -> None:
+    src = JOINS.replace("%z: Tensor[(2, ?, 3), float32]", "%z: Tensor[(2, ?, ?), float32]")
+    z = np.zeros((2, 3, 3), np.float32)
+    mod = irtool.build(parse(src, "joins.relay"))
+    mod(x=np.zeros((1, 4), np.float32), y=np.zeros((1, 4), np.float32), z=z, s=np.zeros((2, 5, 3), np.float32))
+    with pytest.raises(DiagnosticError, match="two batches that must be equal"):
+        mod(x=np.zeros((1, 4), np.float32), y=np.zeros((1, 4), np.float32), z=np.zeros((2, 3, 2), np.float32),
+            s=np.zeros((2, 5, 3), np.float32))

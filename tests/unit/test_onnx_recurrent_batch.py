@@ -84,11 +84,14 @@ def test_an_empty_batch_gives_empty_outputs(op: str) -> None:
     assert_outputs(list(flatten_value(irtool.build(mod)(x))), want, 0, 0)
 
 
+@pytest.mark.parametrize("direction", ["reverse", "bidirectional"])
 @pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
-def test_a_reverse_direction_reads_its_steps_backwards_natively(op: str) -> None:
-    """The reverse direction reads X's steps backwards and puts its outputs back in order: a
-    `take` of all T rows of a box, copied slab by slab (docs/native-relay.md)."""
-    model = _model(op, "reverse")
+def test_reverse_and_bidirectional_layers_run_natively(op: str, direction: str) -> None:
+    """The reverse direction reads X's steps backwards and puts its outputs back in order (a
+    `take` of all T rows of a box, copied slab by slab); a bidirectional layer joins both
+    directions on the direction axis, before the batch's `?` (a `concatenate` copying each
+    direction's slab per step). docs/native-relay.md, "Rows of a static first axis"."""
+    model = _model(op, direction)
     mod = import_model(model, embed_params=True).module
     native = irtool.build(mod)
     for batch in (1, 3, 33):
@@ -96,19 +99,9 @@ def test_a_reverse_direction_reads_its_steps_backwards_natively(op: str) -> None
         want = onnxruntime_outputs(model, [x])
         assert_outputs(list(flatten_value(run_function(mod, {"x": x}))), want, 1e-5, 1e-5)
         assert_outputs(list(flatten_value(native(x))), want, 1e-5, 1e-5)
+    d = 2 if direction == "bidirectional" else 1
     empty = list(flatten_value(native(np.zeros((STEPS, 0, WIDTH), np.float32))))
-    assert [e.shape for e in empty] == [(STEPS, 1, 0, HIDDEN)] + [(1, 0, HIDDEN)] * (len(empty) - 1)
-
-
-def test_a_bidirectional_layer_runs_in_the_interpreter_and_names_what_native_code_lacks() -> None:
-    model = _model("GRU", "bidirectional")
-    mod = import_model(model, embed_params=True).module
-    x = RNG.standard_normal((STEPS, 3, WIDTH)).astype(np.float32)
-    assert_outputs(list(flatten_value(run_function(mod, {"x": x}))), onnxruntime_outputs(model, [x]), 1e-5, 1e-5)
-    # Both directions' outputs join on the direction axis, before the batch's `?`.
-    with pytest.raises(DiagnosticError, match=r"no shape function for `concatenate` with a `\?` on axis 2 of "
-                                              r"Tensor\[\(5, 1, \?, 8\), float32\]"):
-        irtool.build(mod)
+    assert [e.shape for e in empty] == [(STEPS, d, 0, HIDDEN)] + [(d, 0, HIDDEN)] * (len(empty) - 1)
 
 
 def test_a_symbolic_sequence_length_is_a_named_error() -> None:
