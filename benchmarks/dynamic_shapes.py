@@ -2,12 +2,13 @@
 compiled for `Tensor[(?, ...)]` inputs against a twin compiled for each batch size, A/B
 alternated in one process.
 
-    python benchmarks/dynamic_shapes.py [--batches 1,16,64,256] [--repeat 40]
+    python benchmarks/dynamic_shapes.py [--batches 1,16,64,256] [--repeat 40] [--models mlp,rnn,tokens,dense]
 
 Models: `samples/mlp.relay` (784 → 128 → 10, softmax) with its batch made `?`, a recurrent
 cell `tanh(dense(x) + dense(h) + b)` on 64-wide states unrolled by tail recursion over 16 steps,
-and a token block (dense, bias, relu, residual, dense, softmax) on `Tensor[(?, ?, 64)]`, run at
-(batch, 16): two `?`s on the kernels' row prefix.
+a token block (dense, bias, relu, residual, dense, softmax) on `Tensor[(?, ?, 64)]`, run at
+(batch, 16): two `?`s on the kernels' row prefix, and one dense on `Tensor[(?, ?, 64)]` at
+(batch, 128) against the same product written on 2-d rows (its twin's best form).
 The dynamic module is built once and run at every batch size; each static twin is the same text
 with the batch written out (the MLP's twin runs on the AOT path, the RNN's on the functions path
 with static shapes). Per batch: the median and the minimum CPU time (`time.process_time`) of
@@ -52,6 +53,19 @@ def @main(%x: Tensor[(B, T, 64), float32], %w: Tensor[(64, 64), float32], %b: Te
 }
 """
 TOKENS_PER_ROW = 16
+# One dense over `Tensor[(?, ?, 64)]` at (batch, 128); its static twin is the same product on the
+# 2-d form, `(B·128, 64)`, which takes the tiled dense schedule the dynamic kernels should match.
+DENSE = """#[version = "0.0.5"]
+def @main(%x: Tensor[(B, T, 64), float32], %w: Tensor[(64, 64), float32]) -> Tensor[(B, T, 64), float32] {
+  nn.dense(%x, %w, units=64)
+}
+"""
+DENSE_TWIN = """#[version = "0.0.5"]
+def @main(%x: Tensor[(B, T, 64), float32], %w: Tensor[(64, 64), float32]) -> Tensor[(B, T, 64), float32] {
+  reshape(nn.dense(reshape(%x, newshape=[-1, 64]), %w, units=64), newshape=[B, T, 64])
+}
+"""
+DENSE_ROWS = 128
 
 
 def mlp_text(batch: str) -> str:
@@ -67,6 +81,8 @@ def inputs_for(model: str, batch: int, rng: np.random.Generator) -> dict[str, np
         return {"x": f(batch, 784), "w1": f(128, 784), "b1": f(128), "w2": f(10, 128), "b2": f(10)}
     if model == "tokens":
         return {"x": f(batch, TOKENS_PER_ROW, 64), "w": f(64, 64), "b": f(64), "v": f(16, 64)}
+    if model == "dense":
+        return {"x": f(batch, DENSE_ROWS, 64), "w": f(64, 64)}
     return {"x": f(batch, 64), "h": f(batch, 64), "wx": f(64, 64), "wh": f(64, 64), "b": f(64)}
 
 
@@ -74,15 +90,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--batches", type=thread_counts, default=[1, 16, 64, 256], help="batch sizes (comma-separated)")
     ap.add_argument("--repeat", type=int, default=40)
+    ap.add_argument("--models", default="mlp,rnn,tokens,dense", help="which models (comma-separated)")
     args = ap.parse_args()
     host = describe_host()
     print(f"host: {host.cpu}, LLVM {host.llvm_cpu} ({', '.join(host.isa)}), load average {load_average():.1f}")
     texts = {"mlp": mlp_text, "rnn": lambda b: RNN.replace("(B,", f"({b},"),
-             "tokens": lambda b: TOKENS.replace("(B, T,", "(?, ?," if b == "?" else f"({b}, {TOKENS_PER_ROW},")}
+             "tokens": lambda b: TOKENS.replace("(B, T,", "(?, ?," if b == "?" else f"({b}, {TOKENS_PER_ROW},"),
+             "dense": lambda b: DENSE.replace("(B, T,", "(?, ?,") if b == "?" else
+             DENSE_TWIN.replace("B, T,", f"{b}, {DENSE_ROWS},")}
+    models = args.models.split(",")
     rng = np.random.default_rng(0)
     print("| model | batch | dynamic ms (median / min) | static twin ms (median / min) | ratio (median / min) |")
     print("|---|---|---|---|---|")
-    for model, text in texts.items():
+    for model, text in [(m, texts[m]) for m in models]:
         dynamic = irtool.build(parse(text("?"), f"{model}_dyn.relay"))
         for batch in args.batches:
             static = irtool.build(parse(text(str(batch)), f"{model}_{batch}.relay"))

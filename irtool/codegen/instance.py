@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 # Operators that are views or copies of their argument (the AOT path takes them in a dataflow `main`).
 VIEW_OPS = frozenset({"reshape", "device_copy", "on_device"})
 # Rows of a box's static first axis, read or replaced without a kernel (`lower/module.py`).
-BOX_ROW_OPS = frozenset({"take", "scatter_nd"})
+BOX_ROW_OPS = frozenset({"take", "scatter_nd", "concatenate"})
 
 Subst = dict[str, Type]
 
@@ -798,7 +798,9 @@ class FunctionBuilder:
         if name in BOX_ROW_OPS:
             def rows() -> None:
                 values = [self.vals.pop() for _ in node.args][::-1]
-                self.done(node, (self.box_row(node, [v[0] for v in values]),), dests)
+                rows = self.box_join(node, list(values[0])) if name == "concatenate" else \
+                    self.box_row(node, [v[0] for v in values])
+                self.done(node, (rows,), dests)
             self.push(rows)
             for arg in reversed(node.args):
                 self.push(lambda arg=arg: self.eval(arg, None))  # type: ignore[misc]
@@ -918,7 +920,9 @@ class FunctionBuilder:
 
     def reshape(self, node: Call, src: LV) -> LV:
         """`reshape` of or to a box: a static result views the box's data once its size is
-        checked; a dynamic one is a new box with the one `?` sized from the element count."""
+        checked; a dynamic one is a new box with its last `?` sized from the element count and
+        each `?` before it the source's extent on the same axis (lowering writes such a reshape
+        only where it copies those axes: irtool/lower/module.py, `_reshape_attrs`)."""
         out = self.leaves(node)[0]
         if not isinstance(src.leaf, Obj):
             if isinstance(out, TensorType):
@@ -931,12 +935,26 @@ class FunctionBuilder:
             return LV(self.box_data(src), out, element_align(out))
         t = out.rtype
         assert isinstance(t, TensorType)
+        newshape = list(node.attrs["newshape"])  # type: ignore[call-overload]
+        plain = next((k for k, d in enumerate(newshape) if d < 0), len(newshape))  # copies before any special code
+        dims = [str(d) if isinstance(d, int) else self.box_dim(src, axis) if axis < plain and newshape[axis] == 0
+                else "" for axis, d in enumerate(t.shape)]
         static = int(np.prod([d for d in t.shape if isinstance(d, int)], dtype=np.int64))
-        if sum(not isinstance(d, int) for d in t.shape) != 1 or static == 0:
-            raise self.error(f"unsupported: a reshape to {type_to_text(t)} (one `?` and no empty axis)", node)
-        self.fail_if(self.emit(f"icmp ne i64 {self.emit(f'srem i64 {count}, {static}')}, 0"), STATUS_SHAPE_MISMATCH)
-        unknown = self.emit(f"sdiv i64 {count}, {static}")
-        box = self.new_box(out, [str(d) if isinstance(d, int) else unknown for d in t.shape])
+        if dims.count("") > 1 or static == 0:
+            raise self.error(f"unsupported: `reshape` to {type_to_text(t)} with several `?` it does not copy "
+                             "(newshape 0 after nothing but copies and static dims), or with an empty axis", node)
+        if "" in dims:
+            # The operand's elements outside the copied axes over the static dims (so an empty
+            # copied axis leaves it defined, as the interpreter's reshape).
+            ndim = len(src.leaf.rtype.shape)  # type: ignore[union-attr]
+            copied = {axis for axis, (d, e) in enumerate(zip(dims, t.shape)) if d and not isinstance(e, int)}
+            rest = self.product([self.box_dim(src, axis) for axis in range(ndim) if axis not in copied]) \
+                if copied else count
+            self.fail_if(self.emit(f"icmp ne i64 {self.emit(f'srem i64 {rest}, {static}')}, 0"), STATUS_SHAPE_MISMATCH)
+            dims[dims.index("")] = self.emit(f"sdiv i64 {rest}, {static}")
+        else:
+            self.fail_if(self.emit(f"icmp ne i64 {count}, {self.product(dims)}"), STATUS_SHAPE_MISMATCH)
+        box = self.new_box(out, dims)
         size = self.emit(f"mul nsw i64 {count}, {max(1, element_bytes(t.dtype))}")
         self.prog.ctx.declare("llvm.memcpy.p0.p0.i64", "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)")
         self.do(f"call void @llvm.memcpy.p0.p0.i64(ptr align 1 {self.box_data(box)}, ptr align 1 "
@@ -945,22 +963,21 @@ class FunctionBuilder:
 
     def box_row(self, node: Call, args: list[LV]) -> LV:
         """`take` of row i of a box's static first axis (a new box of that slab, i clipped into
-        range), or `scatter_nd` of one row (a copy of the box with the slab replaced: boxes are
+        range; of a vector of rows, `take_rows`), or `scatter_nd` of one row (a copy of the box with the slab replaced: boxes are
         never written in place, so a loop collecting its outputs copies them each step)."""
         data = args[0] if isinstance(args[0].leaf, Obj) else self.coerce(args[0], Obj(args[0].leaf))
         t = data.leaf.rtype  # type: ignore[union-attr]
         assert isinstance(t, TensorType) and isinstance(t.shape[0], int)
         rest = [self.box_dim(data, axis) for axis in range(1, len(t.shape))]
         slab = self.emit(f"mul nsw i64 {self.product(rest)}, {max(1, element_bytes(t.dtype))}")
-        i = self.emit(f"load i64, ptr {args[1].value}, align 8")
-        last = t.shape[0] - 1
-        i = self.emit(f"select i1 {self.emit(f'icmp slt i64 {i}, 0')}, i64 0, i64 {i}")
-        i = self.emit(f"select i1 {self.emit(f'icmp sgt i64 {i}, {last}')}, i64 {last}, i64 {i}")
-        at = self.emit(f"getelementptr i8, ptr {self.box_data(data)}, i64 {self.emit(f'mul nsw i64 {i}, {slab}')}")
         out = self.leaves(node)[0]
         assert isinstance(out, Obj), "a row of a box is a box"
         self.prog.ctx.declare("llvm.memcpy.p0.p0.i64", "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)")
+        index = self.type_of(node.args[1])
+        if node.op.name == "take" and isinstance(index, TensorType) and index.ndim == 1:
+            return self.take_rows(data, args[1], int(index.shape[0]), index.dtype, out, rest, slab)  # type: ignore[arg-type]
         if node.op.name == "take":  # type: ignore[union-attr]
+            at = self.row_at(data, self.emit(f"load i64, ptr {args[1].value}, align 8"), slab)
             box = self.new_box(out, rest)
             self.do(f"call void @llvm.memcpy.p0.p0.i64(ptr align 1 {self.box_data(box)}, ptr align 1 {at}, "
                     f"i64 {slab}, i1 false)")
@@ -972,10 +989,83 @@ class FunctionBuilder:
         whole = self.emit(f"mul nsw i64 {slab}, {t.shape[0]}")
         self.do(f"call void @llvm.memcpy.p0.p0.i64(ptr align 1 {self.box_data(box)}, ptr align 1 "
                 f"{self.box_data(data)}, i64 {whole}, i1 false)")
-        at = self.emit(f"getelementptr i8, ptr {self.box_data(box)}, i64 {self.emit(f'mul nsw i64 {i}, {slab}')}")
+        at = self.row_at(box, self.emit(f"load i64, ptr {args[1].value}, align 8"), slab)
         self.do(f"call void @llvm.memcpy.p0.p0.i64(ptr align 1 {at}, ptr align 1 {self.box_data(row)}, "
                 f"i64 {slab}, i1 false)")
         return box
+
+    def row_at(self, box: LV, i: str, slab: str) -> str:
+        """The address of row `i` of a box's static first axis, `i` clipped into range."""
+        last = box.leaf.rtype.shape[0] - 1  # type: ignore[union-attr]
+        i = self.emit(f"select i1 {self.emit(f'icmp slt i64 {i}, 0')}, i64 0, i64 {i}")
+        i = self.emit(f"select i1 {self.emit(f'icmp sgt i64 {i}, {last}')}, i64 {last}, i64 {i}")
+        return self.emit(f"getelementptr i8, ptr {self.box_data(box)}, i64 {self.emit(f'mul nsw i64 {i}, {slab}')}")
+
+    def take_rows(self, data: LV, index: LV, count: int, dtype: str, out: Obj, rest: list[str], slab: str) -> LV:
+        """`take` of a vector of rows of a box's static first axis: a new box of `count` slabs,
+        copied in a loop (each index clipped into range; a reverse sequence reads X this way)."""
+        box = self.new_box(out, [str(count), *rest])
+        wide = "i32" if dtype == "int32" else "i64"
+
+        def row(j: str) -> None:
+            i = self.emit(f"load {wide}, ptr {self.emit(f'getelementptr {wide}, ptr {index.value}, i64 {j}')}, align 4")
+            i = self.emit(f"sext i32 {i} to i64") if wide == "i32" else i
+            to = self.emit(f"getelementptr i8, ptr {self.box_data(box)}, i64 {self.emit(f'mul nsw i64 {j}, {slab}')}")
+            self.do(f"call void @llvm.memcpy.p0.p0.i64(ptr align 1 {to}, ptr align 1 {self.row_at(data, i, slab)}, "
+                    f"i64 {slab}, i1 false)")
+        self.counted_loop(str(count), row)
+        return box
+
+    def box_join(self, node: Call, parts: list[LV]) -> LV:
+        """`concatenate` on an axis before a `?` (`box_rows.is_box_join`): a new box whose axis is
+        the parts' sum (their other dims must agree: status 5), filled by copying, for each index
+        of the axes before it, each part's slab in turn."""
+        boxes = [p if isinstance(p.leaf, Obj) else self.coerce(p, Obj(p.leaf)) for p in parts]
+        t = boxes[0].leaf.rtype  # type: ignore[union-attr]
+        assert isinstance(t, TensorType)
+        axis = int(node.attrs.get("axis", 0))  # type: ignore[call-overload]
+        axis = axis + t.ndim if axis < 0 else axis
+        dims = [[self.box_dim(b, d) for d in range(t.ndim)] for b in boxes]
+        for other in dims[1:]:
+            for d in (d for d in range(t.ndim) if d != axis):
+                self.fail_if(self.emit(f"icmp ne i64 {other[d]}, {dims[0][d]}"), STATUS_SHAPE_MISMATCH)
+        joined = dims[0][axis]
+        for other in dims[1:]:
+            joined = self.emit(f"add nsw i64 {joined}, {other[axis]}")
+        out = self.leaves(node)[0]
+        assert isinstance(out, Obj), "a join of boxes is a box"
+        box = self.new_box(out, [*dims[0][:axis], joined, *dims[0][axis + 1:]])
+        inner = self.emit(f"mul nsw i64 {self.product(dims[0][axis + 1:])}, {max(1, element_bytes(t.dtype))}")
+        slabs = [self.emit(f"mul nsw i64 {d[axis]}, {inner}") for d in dims]
+        stride = self.emit(f"mul nsw i64 {joined}, {inner}")
+        self.prog.ctx.declare("llvm.memcpy.p0.p0.i64", "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)")
+
+        def outer(o: str) -> None:
+            to = self.emit(f"getelementptr i8, ptr {self.box_data(box)}, i64 {self.emit(f'mul nsw i64 {o}, {stride}')}")
+            for b, slab in zip(boxes, slabs):
+                at = self.emit(f"getelementptr i8, ptr {self.box_data(b)}, i64 {self.emit(f'mul nsw i64 {o}, {slab}')}")
+                self.do(f"call void @llvm.memcpy.p0.p0.i64(ptr align 1 {to}, ptr align 1 {at}, i64 {slab}, i1 false)")
+                to = self.emit(f"getelementptr i8, ptr {to}, i64 {slab}")
+        self.counted_loop(self.product(dims[0][:axis]), outer)
+        return box
+
+    def counted_loop(self, count: str, body: Callable[[str], None]) -> None:
+        """`body(j)` for j in 0..count-1; the body emits straight-line code (no blocks of its own)."""
+        pre, head, loop, done = (self.label(h) for h in ("loop_pre", "loop_head", "loop_body", "loop_done"))
+        self.br(pre)
+        self.start(pre)
+        self.br(head)
+        self.start(head)
+        j = self.emit("phi i64 [0, %PRE], [%NEXT, %BODY]")
+        at_phi = len(self.lines) - 1
+        self.condbr(self.emit(f"icmp slt i64 {j}, {count}"), loop, done)
+        self.start(loop)
+        body(j)
+        step = self.emit(f"add nuw nsw i64 {j}, 1")
+        self.lines[at_phi] = self.lines[at_phi].replace("%PRE", f"%{pre}").replace("%NEXT", step).replace(
+            "%BODY", f"%{loop}")
+        self.br(head)
+        self.start(done)
 
     def result_args(self, node: Expr, dests: tuple[LV | None, ...] | None) -> tuple[list[LV | str], list[str]]:
         """What a call's result pointers are: tensors' destinations (or temporaries), and owned slots

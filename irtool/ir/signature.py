@@ -9,12 +9,13 @@ from irtool.ir.tir import PrimFunc
 from irtool.ir.types import Any, FuncType, TensorType, TupleType, Type
 
 # The PrimFunc attribute of a batch-1 kernel (irtool/lower/batch.py): per buffer (inputs,
-# constants, outputs) the length of its *row prefix*, the leading axes whose extents multiply to
-# the run-time row count which codegen steps it by (1: axis 0 is the batch), 0 when every row
-# shares the buffer.
+# constants, outputs) the length of its *row prefix* on the kernel, the leading axes whose
+# extents multiply to the run-time row count which codegen steps it by (1: axis 0 is the batch,
+# or the group's whole prefix flattened into one axis), 0 when every row shares the buffer.
 BATCH_BUFFERS = "batch_buffers"
-# Per buffer, the extent of each row-prefix axis as an `Extent`; on the batch-1 kernel, whose
-# buffers have 1 on those axes. An input's `?` on axis a of buffer b is `(1, b, a)`.
+# Per buffer, the extent of each row-prefix axis of the group's Relay type as an `Extent`; on the
+# batch-1 kernel, whose buffers have 1 on those axes (or one axis of 1 for all of them). An
+# input's `?` on axis a of buffer b is `(1, b, a)`.
 BATCH_DIMS = "batch_dims"
 # Pairs of extents that must be equal at run time (else status 5): operands whose prefixes an
 # operator pairs row by row, and the row counts of the buffers.
@@ -58,7 +59,7 @@ def batch_dims(func: PrimFunc) -> tuple[tuple[Extent, ...], ...]:
     no recorded extents has `?` on each of them with no way to compute it (empty extents)."""
     value = func.attrs.get(BATCH_DIMS)
     dims = tuple(_extents(v) for v in value) if isinstance(value, tuple) else ()
-    return tuple(dims[k] if k < len(dims) and len(dims[k]) == n else ((),) * n
+    return tuple(dims[k] if k < len(dims) and (len(dims[k]) == n or n == 1 and dims[k]) else ((),) * n
                  for k, n in enumerate(batch_flags(func)))
 
 
@@ -73,8 +74,8 @@ def primfunc_type(func: PrimFunc) -> FuncType:
     """`fn (inputs...) -> output` (a tuple of the outputs when there are several); a row-prefix
     axis of a batched buffer is `?` unless its extent is static."""
     k = num_outputs(func)
-    tensors = [TensorType((*(e[0] if len(e) == 1 else Any() for e in prefix), *p.shape[len(prefix):]), p.dtype)
-               for p, prefix in zip(func.params, batch_dims(func))]
+    tensors = [TensorType((*(e[0] if len(e) == 1 else Any() for e in prefix), *p.shape[n:]), p.dtype)
+               for p, prefix, n in zip(func.params, batch_dims(func), batch_flags(func))]
     inputs, outputs = tensors[:len(tensors) - k], tensors[len(tensors) - k:]
     ret: Type = outputs[0] if k == 1 else TupleType(tuple(outputs))
     return FuncType(tuple(inputs), ret)

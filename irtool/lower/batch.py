@@ -25,11 +25,11 @@ from irtool.core.span import Span
 from irtool.ir.signature import (BATCH_BUFFERS, BATCH_CHECKS, BATCH_DIMS, BATCH_TILE_KERNEL, BATCH_TILE_ROWS,
                                  Extent, extent_product, num_outputs)
 from irtool.ir.tir import PrimFunc
-from irtool.ir.expr import AttrValue, Call, Constant, Expr, Function, Op, Tuple, TupleGetItem, Var
+from irtool.ir.expr import Attrs, AttrValue, Call, Constant, Expr, Function, Op, Tuple, TupleGetItem, Var
 from irtool.ir.types import Any, TensorType, TupleType, Type, type_parts
 from irtool.ir.visitor import post_order
 from irtool.lower.primitive import lower_primitive, type_of
-from irtool.lower.shape_funcs import REGROUP, row_prefix, shape_func
+from irtool.lower.shape_funcs import REGROUP, SHAPE_FUNCS, row_prefix, shape_func
 from irtool.ops.registry import get_op
 
 # Per tensor leaf of a node, the extent of each of its axes.
@@ -47,9 +47,10 @@ def is_dynamic(fn: Function) -> bool:
     return any(isinstance(part, TensorType) and not part.is_static for t in types for part in type_parts(t))
 
 
-def at_batch(t: Type, rows: int) -> Type:
-    """`t` with each dynamic tensor's row prefix made ones but its last axis, made `rows`
-    (iterative; a shared part is rebuilt once)."""
+def at_batch(t: Type, rows: int, flat: int = 1) -> Type:
+    """`t` with each dynamic tensor's row prefix made ones but its last axis, made `rows`, or
+    with a prefix of `flat` axes made one axis of `rows` (iterative; a shared part is rebuilt
+    once)."""
     done: dict[int, Type] = {}
     stack: list[tuple[Type, bool]] = [(t, False)]
     while stack:
@@ -63,7 +64,8 @@ def at_batch(t: Type, rows: int) -> Type:
             done[id(cur)] = TupleType(tuple(done[id(f)] for f in cur.fields))
         elif isinstance(cur, TensorType) and not cur.is_static:
             k = row_prefix(cur)
-            done[id(cur)] = TensorType((*(1,) * (k - 1), rows, *cur.shape[k:]), cur.dtype)
+            lead = (rows,) if flat > 1 else (*(1,) * (k - 1), rows)
+            done[id(cur)] = TensorType((*lead, *cur.shape[k:]), cur.dtype)
         else:
             done[id(cur)] = cur
     return done[id(t)]
@@ -73,6 +75,54 @@ def at_batch(t: Type, rows: int) -> Type:
 # batch-1 kernel takes the rest: enough rows for the dense schedules to tile across them (with
 # 8, a dense still takes its matrix-vector schedule; benchmarks/README.md, "Dynamic shapes").
 BATCH_TILE = 32
+
+
+# Operators whose only rank-dependent attribute is `axis` (an int or a list), on an axis after
+# the row prefix: with the prefix flattened a non-negative one moves down, a negative one stays.
+_AXIS_OPS = frozenset({"nn.bias_add", "nn.softmax", "nn.log_softmax", "nn.layer_norm", "nn.prelu",
+                       "sum", "mean", "max", "min", "prod", "argmax", "argmin"})
+# Operators whose operands after the first are parameters every row shares (weights, bias,
+# scale), unaffected by the data's rank.
+_SHARED_PARAMS = _AXIS_OPS | {"nn.dense"}
+
+
+def flat_prefix(fn: Function) -> int:
+    """The row prefix length k >= 2 of every dynamic tensor of a group whose kernels may take it
+    flattened into one axis (`(?, ?, 64)` as `(rows, 64)`, so a dense is a matrix product and
+    takes its tiled schedule), else 1 (kernels keep the prefix as ones). Only operators that
+    treat every axis alike or read an `axis` after the prefix qualify, and a static operand
+    must not reach into the prefix (it would keep the rank the flattening drops)."""
+    nodes = [*fn.params, *post_order(fn.body)]
+    prefixes = {row_prefix(t) for n in nodes if isinstance(n, (Var, Call))
+                for t in flatten_type(type_of(n), None) if not t.is_static}
+    if len(prefixes) != 1 or min(prefixes) < 2:
+        return 1
+    k = prefixes.pop()
+    for node in nodes:
+        if not isinstance(node, Call):
+            continue
+        if not isinstance(node.op, Op):
+            return 1
+        name = node.op.name
+        if name not in _SHARED_PARAMS and (name in SHAPE_FUNCS or shape_func(name) is None):
+            return 1   # neither plain (element-wise, broadcast without attributes) nor moved by `axis`
+        out = max((t.ndim for t in flatten_type(type_of(node), None)), default=0)
+        operands = [t for a in node.args if name not in _SHARED_PARAMS for t in flatten_type(type_of(a), None)]
+        if any(t.is_static and t.ndim > out - k for t in operands):
+            return 1
+    return k
+
+
+def _flat_attrs(call: Call, flat: int) -> Attrs:
+    """A call's attributes with its non-negative `axis` moved down over a prefix of `flat` axes
+    flattened into one."""
+    name = call.op.name  # type: ignore[union-attr]
+    axis = call.attrs.get("axis")
+    if flat < 2 or name not in _AXIS_OPS or axis is None:
+        return call.attrs
+    moved = tuple(a - (flat - 1) if a >= 0 else a for a in axis) if isinstance(axis, tuple) \
+        else int(axis) - (flat - 1) if int(axis) >= 0 else axis  # type: ignore[call-overload, operator]
+    return Attrs({**call.attrs, "axis": moved})
 
 
 def _static(t: TensorType) -> Extents:
@@ -186,8 +236,9 @@ class _Rows:
                      enumerate(out.shape[:prefix])) + rest
 
 
-def specialise_batch(fn: Function, rows: int = 1) -> tuple[Function, _Rows]:
-    """A dynamic fused group with each row prefix made ones but its last axis, made `rows`,
+def specialise_batch(fn: Function, rows: int = 1, flat: int = 1) -> tuple[Function, _Rows]:
+    """A dynamic fused group with each row prefix made ones but its last axis, made `rows` (with
+    `flat` > 1, each prefix of that many axes made one axis of `rows`: `flat_prefix`),
     type-checked, and the extents of its tensors (`?` on axis a of parameter leaf b is
     `(1, b, a)`); raises a located error for an operator without a shape function."""
     new: dict[int, Expr] = {}
@@ -200,7 +251,7 @@ def specialise_batch(fn: Function, rows: int = 1) -> tuple[Function, _Rows]:
         found.extents[id(p)] = [tuple((1, b + k, axis) if isinstance(d, Any) else (int(d),)  # type: ignore[call-overload]
                                       for axis, d in enumerate(leaf.shape)) for k, leaf in enumerate(leaves)]
         b += len(leaves)
-        q = Var(p.name_hint, at_batch(t, rows), p.span)
+        q = Var(p.name_hint, at_batch(t, rows, flat), p.span)
         params.append(q)
         new[id(p)] = q
     calls: list[tuple[Call, Call]] = []
@@ -209,7 +260,7 @@ def specialise_batch(fn: Function, rows: int = 1) -> tuple[Function, _Rows]:
             continue
         if isinstance(node, Call) and isinstance(node.op, Op):
             found.call(node)
-            out = Call(node.op, [new.get(id(a), a) for a in node.args], node.attrs, node.span)
+            out = Call(node.op, [new.get(id(a), a) for a in node.args], _flat_attrs(node, flat), node.span)
             calls.append((node, out))
         elif isinstance(node, Tuple):
             found.extents[id(node)] = [e for f in node.fields for e in found.of(f)]
@@ -232,10 +283,10 @@ def specialise_batch(fn: Function, rows: int = 1) -> tuple[Function, _Rows]:
     one = Function(params, new.get(id(fn.body), fn.body), None, fn.type_params, fn.attrs, fn.span)
     infer_types(one)
     for old, call in calls:
-        if call.checked_type != at_batch(type_of(old), rows):
+        if call.checked_type != at_batch(type_of(old), rows, flat):
             raise DiagnosticError(f"native code: no shape function for `{old.op.name}` over run-time rows "  # type: ignore[union-attr]
                                   f"(at {rows} rows its result is {call.checked_type}, not {type_of(old)} with "
-                                  f"its row prefix made {at_batch(type_of(old), rows)})", old.span)
+                                  f"its row prefix made {at_batch(type_of(old), rows, flat)})", old.span)
     return one, found
 
 
@@ -263,11 +314,11 @@ def _read_leaves(fn: Function) -> set[int]:
     return read
 
 
-def batch_facts(fn: Function, found: _Rows, func: PrimFunc) -> dict[str, AttrValue]:
+def batch_facts(fn: Function, found: _Rows, func: PrimFunc, flat: int = 1) -> dict[str, AttrValue]:
     """`batch_buffers`, `batch_dims` and `batch_checks` of a kernel lowered from `fn`: each
-    buffer's row prefix and its extents (none for the constants lowering added after the
-    parameters), and the extents to compare, among them every buffer's row count with the
-    first's."""
+    buffer's row prefix on the kernel (1 where `flat` made it one axis) and the extents of the
+    group's prefix (none for the constants lowering added after the parameters), and the
+    extents to compare, among them every buffer's row count with the first's."""
     outs = [(t, e) for t, e in zip(flatten_type(type_of(fn.body), None), found.of(fn.body))]
     params = [(t, e) for p in fn.params for t, e in zip(flatten_type(type_of(p), None), found.extents[id(p)])]
     constants = len(func.params) - len(params) - num_outputs(func)
@@ -277,7 +328,8 @@ def batch_facts(fn: Function, found: _Rows, func: PrimFunc) -> dict[str, AttrVal
     rows = [extent_product(p) for p in prefixes if p]
     for count in rows[1:]:
         found.same(rows[0], count, fn.body.span)
-    facts: dict[str, AttrValue] = {BATCH_BUFFERS: tuple(len(p) for p in prefixes), BATCH_DIMS: tuple(prefixes)}
+    facts: dict[str, AttrValue] = {BATCH_BUFFERS: tuple(min(len(p), 1) if flat > 1 else len(p) for p in prefixes),
+                                   BATCH_DIMS: tuple(prefixes)}
     if found.checks:
         facts[BATCH_CHECKS] = tuple(found.checks)
     return facts
@@ -286,11 +338,13 @@ def batch_facts(fn: Function, found: _Rows, func: PrimFunc) -> dict[str, AttrVal
 def lower_batched(fn: Function, intern: Callable[[PrimFunc, list[str]], str]) -> tuple[Function, dict[str, AttrValue]]:
     """A dynamic fused group at batch 1 (which the caller lowers), and the attributes of its
     kernel: the row prefixes, their extents and checks, and the kernel of `BATCH_TILE` rows,
-    lowered and named by `intern`."""
-    tile, _ = specialise_batch(fn, BATCH_TILE)
-    one, found = specialise_batch(fn)
+    lowered and named by `intern`. Both kernels see a flattened prefix where `flat_prefix`
+    allows it."""
+    flat = flat_prefix(fn)
+    tile, _ = specialise_batch(fn, BATCH_TILE, flat)
+    one, found = specialise_batch(fn, 1, flat)
     tiled = lower_primitive(tile)
-    facts = batch_facts(fn, found, tiled.func)
+    facts = batch_facts(fn, found, tiled.func, flat)
     name = intern(PrimFunc(tiled.func.params, tiled.func.body, tiled.func.attrs.with_items(**facts), tiled.func.span),
                   tiled.op_names)
     return one, {**facts, BATCH_TILE_KERNEL: name, BATCH_TILE_ROWS: BATCH_TILE}

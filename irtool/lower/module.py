@@ -218,14 +218,30 @@ class ModuleLowering:
             return None
         if out.is_static or not is_batched(out) or not is_batched(src):
             flatten_type(out, call)
-        return _typed(Call(Op("reshape"), [args[0]], _reshape_attrs(out), call.span), call)
+        return _typed(Call(Op("reshape"), [args[0]], _reshape_attrs(out, ops), call.span), call)
 
 
-def _reshape_attrs(out: TensorType) -> object:
-    """`newshape` of a view to `out` (-1 for a dynamic batch)."""
+def _reshape_attrs(out: TensorType, ops: list[Call]) -> object:
+    """`newshape` of a view to `out`: static dims as they are, a `?` the source's extent on the
+    same axis (0) where the one `reshape` of the group copies it with nothing but copies and
+    static dims before, and the element count over the others (-1) for the one `?` left.
+    Native code sizes the view's box by these (docs/native-relay.md, "Dynamic shapes"); more
+    than one `?` left is a located error."""
     reshape = get_op("reshape")
     assert reshape is not None
-    return reshape.normalize_attrs({"newshape": tuple(d if isinstance(d, int) else -1 for d in out.shape)})
+    given: tuple[int, ...] = ()
+    if len(ops) == 1 and ops[0].op.name == "reshape":  # type: ignore[union-attr]
+        given = tuple(reshape.full_attrs(ops[0].attrs)["newshape"])  # type: ignore[arg-type]
+        given = given[:next((k for k, d in enumerate(given) if d < 0), len(given))]
+    copied = [isinstance(d, int) or (axis < len(given) and given[axis] == 0) for axis, d in enumerate(out.shape)]
+    if copied.count(False) > 1:
+        raise DiagnosticError(f"native code: unsupported: `{ops[0].op.name}` to {out} with several `?` it does not "  # type: ignore[union-attr]
+                              "copy (a `reshape` keeps a `?` of its operand with newshape 0, after nothing but "
+                              "copies and static dims; one `?` may take the rest)", ops[0].span)
+    if copied.count(False) == 0 and sum(not isinstance(d, int) for d in out.shape) == 1:
+        copied = [isinstance(d, int) for d in out.shape]   # one `?`: the rest, as before
+    return reshape.normalize_attrs({"newshape": tuple(d if isinstance(d, int) else 0 if keep else -1
+                                                      for d, keep in zip(out.shape, copied))})
 
 
 def _fields(arg: Expr, t: object) -> list[Expr]:

@@ -85,15 +85,23 @@ def test_an_empty_batch_gives_empty_outputs(op: str) -> None:
 
 
 @pytest.mark.parametrize("direction", ["reverse", "bidirectional"])
-def test_a_reverse_direction_runs_in_the_interpreter_and_names_what_native_code_lacks(direction: str) -> None:
-    model = _model("GRU", direction)
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+def test_reverse_and_bidirectional_layers_run_natively(op: str, direction: str) -> None:
+    """The reverse direction reads X's steps backwards and puts its outputs back in order (a
+    `take` of all T rows of a box, copied slab by slab); a bidirectional layer joins both
+    directions on the direction axis, before the batch's `?` (a `concatenate` copying each
+    direction's slab per step). docs/native-relay.md, "Rows of a static first axis"."""
+    model = _model(op, direction)
     mod = import_model(model, embed_params=True).module
-    x = RNG.standard_normal((STEPS, 3, WIDTH)).astype(np.float32)
-    assert_outputs(list(flatten_value(run_function(mod, {"x": x}))), onnxruntime_outputs(model, [x]), 1e-5, 1e-5)
-    # The reverse direction reads X's steps backwards: a `take` of all T rows of a box.
-    with pytest.raises(DiagnosticError, match=r"no shape function for `take` with a `\?` on axis 1 of "
-                                              r"Tensor\[\(5, \?, 3\), float32\]"):
-        irtool.build(mod)
+    native = irtool.build(mod)
+    for batch in (1, 3, 33):
+        x = RNG.standard_normal((STEPS, batch, WIDTH)).astype(np.float32)
+        want = onnxruntime_outputs(model, [x])
+        assert_outputs(list(flatten_value(run_function(mod, {"x": x}))), want, 1e-5, 1e-5)
+        assert_outputs(list(flatten_value(native(x))), want, 1e-5, 1e-5)
+    d = 2 if direction == "bidirectional" else 1
+    empty = list(flatten_value(native(np.zeros((STEPS, 0, WIDTH), np.float32))))
+    assert [e.shape for e in empty] == [(STEPS, d, 0, HIDDEN)] + [(d, 0, HIDDEN)] * (len(empty) - 1)
 
 
 def test_a_symbolic_sequence_length_is_a_named_error() -> None:

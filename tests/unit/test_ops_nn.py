@@ -189,6 +189,14 @@ def test_matmul_type_errors() -> None:
     assert rel("nn.dense", tt(Any(), 768), tt(2304, 768), units=2304) == tt(Any(), 2304)
 
 
+def test_batch_matmul_broadcasts_a_shared_operand_of_batch_one_over_a_dynamic_batch() -> None:
+    # numpy's matmul: a batch of 1 broadcasts, so `?` against 1 is the `?`, on either side.
+    assert rel("nn.batch_matmul", tt(Any(), 3, 8), tt(1, 8, 4)) == tt(Any(), 3, 4)
+    assert rel("nn.batch_matmul", tt(1, 3, 8), tt(Any(), 8, 4)) == tt(Any(), 3, 4)
+    assert rel("nn.batch_matmul", tt(Any(), 3, 8), tt(6, 8, 4)) == tt(6, 3, 4)
+    assert rel("nn.batch_matmul", tt(6, 3, 8), tt(1, 8, 4)) == tt(6, 3, 4)
+
+
 # -------------------------------------------------------------- bias, batch norm, softmax
 
 def test_bias_add_and_batch_norm() -> None:

@@ -101,12 +101,39 @@ def lowered(text: str) -> dict[str, PrimFunc]:
 def test_a_group_records_its_prefix_extents_and_the_checks_that_pair_rows() -> None:
     (one,) = lowered("def @main(%x: Tensor[(?, ?, 8), float32], %y: Tensor[(?, ?, 8), float32]) "
                      "{ exp(add(%x, %y)) }").values()
-    assert one.attrs["batch_buffers"] == (2, 2, 2)
+    # exp and add treat every axis alike: the kernels take the two-axis prefix as one axis of rows.
+    assert one.attrs["batch_buffers"] == (1, 1, 1)
+    assert [p.shape for p in one.params] == [(1, 8)] * 3
     # x's ?s are (buffer 0, axes 0 and 1), y's (buffer 1, ...); the result takes x's; the add pairs
     # them axis by axis, which implies the row counts agree (no third check).
     assert one.attrs["batch_dims"] == (((1, 0, 0), (1, 0, 1)), ((1, 1, 0), (1, 1, 1)), ((1, 0, 0), (1, 0, 1)))
     assert one.attrs["batch_checks"] == (((1, 0, 0), (1, 1, 0)), ((1, 0, 1), (1, 1, 1)))
     assert str(primfunc_type(one)).endswith("-> Tensor[(?, ?, 8), float32]")
+
+
+@pytest.mark.parametrize(("body", "flat"), [
+    ("nn.dense(%x, %w, units=8)", True),                                  # a matrix product of n·m rows
+    ("nn.softmax(nn.bias_add(%x, %b, axis=2), axis=2)", True),           # axes after the prefix move down
+    ("add(%x, %b)", True),                                                # a bias below the prefix
+    ("add(%x, ones_like(%x))", True),
+    ("concatenate((%x, %x), axis=2)", False),                              # an axis attribute of its own
+    ("add(%x, %c)", False),                                               # a static operand on the prefix
+    ("transpose(%x, axes=[0, 1, 2])", False),
+])
+def test_a_prefix_of_two_axes_is_flattened_for_operators_that_allow_it(body: str, flat: bool) -> None:
+    """The 32-row kernel sees `(32, 8)` where every operator treats the prefix alike (so a dense
+    takes the 2-d tiled schedule), else `(1, 32, 8)`."""
+    mod = run(parse_module(HEADER + "def @main(%x: Tensor[(?, ?, 8), float32], %w: Tensor[(8, 8), float32], "
+                           f"%b: Tensor[(8), float32], %c: Tensor[(1, 1, 8), float32]) {{ {body} }}"), "fuse-ops,lower")
+    ones = [f for f in mod.functions.values() if isinstance(f, PrimFunc) and "batch_tile" in f.attrs]
+    assert ones
+    for one in ones:
+        tile = mod.functions[str(one.attrs["batch_tile"])]
+        assert isinstance(tile, PrimFunc)
+        assert tile.params[0].shape == ((32, 8) if flat else (1, 32, 8))
+        assert one.params[0].shape == ((1, 8) if flat else (1, 1, 8))
+        assert one.attrs["batch_buffers"][0] == (1 if flat else 2)
+        assert one.attrs["batch_dims"][0] == ((1, 0, 0), (1, 0, 1))   # the group's prefix either way
 
 
 def test_a_reshape_in_a_group_merges_the_prefix_into_one_extent() -> None:

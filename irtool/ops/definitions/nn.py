@@ -295,7 +295,9 @@ def _batch_matmul_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     ba, bb = a.shape[0], b.shape[0]
     if ba == 1:
         batch = bb
-    elif bb == 1 or dims_equal(ba, bb):
+    elif bb == 1:   # a shared right operand: the left's batch, `?` included
+        batch = ba
+    elif dims_equal(ba, bb):
         batch = ba if is_known(ba) else bb
     else:
         raise TypeRelError(f"{op}: batch sizes of {a} and {b} do not match")
