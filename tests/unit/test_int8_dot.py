@@ -145,7 +145,7 @@ def test_int8_conv_weights_get_the_word_layout_and_keep_their_meaning() -> None:
     assert np.array_equal(after, _conv_reference(x, w, 1, 1).astype(np.int32))
 
 
-def test_a_qdq_conv_runs_on_the_codes_like_onnxruntime() -> None:
+def test_a_qdq_conv_runs_on_the_codes_like_the_onnx_reference() -> None:
     """DequantizeLinear(uint8) and DequantizeLinear(int8, per channel) into a Conv, then
     QuantizeLinear: the conv is an int32 conv of the codes (no float conv left), and the codes
     after it agree with the ONNX reference's to one step (onnxruntime, which fuses the same nodes
@@ -155,6 +155,7 @@ def test_a_qdq_conv_runs_on_the_codes_like_onnxruntime() -> None:
 
     from irtool.frontend.onnx import import_model
     from irtool.ir.expr import Call as RelayCall
+    from support.onnx_cases import reference_outputs
     from irtool.ir.visitor import post_order
     x = _codes((1, 8, 9, 9), "uint8")
     inits = {"xs": np.float32(0.02), "xz": np.uint8(117), "w": _codes((16, 8, 3, 3), "int8"),
