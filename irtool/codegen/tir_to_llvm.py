@@ -178,6 +178,27 @@ def as_ramp(index: PrimExpr) -> tuple[PrimExpr, int] | None:
     return None
 
 
+def _sequence(buf: Buffer, indices: tuple[PrimExpr, ...]) -> tuple[int, PrimExpr, int] | None:
+    """(position, scalar base, elements between lanes in memory) of a vector access whose one
+    vector index is an arithmetic sequence, the others scalars; None for any other access."""
+    vector = [k for k, i in enumerate(indices) if lanes_of(i.dtype) > 1]
+    ramp = as_ramp(indices[vector[0]]) if len(vector) == 1 else None
+    if ramp is None:
+        return None
+    return vector[0], ramp[0], ramp[1] * _strides(buf)[vector[0]]
+
+
+def index_operands(buf: Buffer, indices: tuple[PrimExpr, ...], steps: tuple[int, ...]) -> tuple[PrimExpr, ...]:
+    """What an access evaluates of its indices: all of them, but only the base of the ramp
+    when its lanes are `steps` elements apart (the access addresses its first lane; the vector
+    of indices would be emitted unused)."""
+    sequence = _sequence(buf, indices)
+    if sequence is None or sequence[2] not in steps:
+        return indices
+    position, base, _ = sequence
+    return (*indices[:position], base, *indices[position + 1:])
+
+
 class FunctionEmitter:
     """Emits one kernel. `param_align[i]` is the alignment every caller guarantees for param i."""
 
@@ -436,17 +457,14 @@ class FunctionEmitter:
 
     def first_element(self, buf: Buffer, indices: tuple[PrimExpr, ...], values: list[str], step: int) -> str | None:
         """The pointer to the first lane of a vector access whose lanes are `step` elements apart
-        in memory (one index a ramp, the others scalars), or None for any other access."""
-        vector = [k for k, i in enumerate(indices) if lanes_of(i.dtype) > 1]
-        ramp = as_ramp(indices[vector[0]])
-        strides = _strides(buf)
-        if len(vector) != 1 or ramp is None or ramp[1] * strides[vector[0]] != step:
+        in memory (one index a ramp, the others scalars), or None for any other access. `values`
+        are those of `index_operands`: the ramp's base in its place."""
+        sequence = _sequence(buf, indices)
+        if sequence is None or sequence[2] != step:
             return None
-        scalar_values = list(values)
-        scalar_values[vector[0]] = self.expr(ramp[0])
         scalar_indices = list(indices)
-        scalar_indices[vector[0]] = ramp[0]
-        offset = self.scalar_offset(tuple(scalar_indices), scalar_values, strides)
+        scalar_indices[sequence[0]] = sequence[1]
+        offset = self.scalar_offset(tuple(scalar_indices), values, _strides(buf))
         base, _ = self.pointers[id(buf)]
         return self.emit(f"getelementptr inbounds {memory_type(buf.dtype)}, ptr {base}, i64 {offset}")
 
@@ -544,7 +562,7 @@ class FunctionEmitter:
 
     def store(self, node: BufferStore) -> None:
         buf = node.buffer
-        values = [self.expr(i) for i in node.indices]
+        values = [self.expr(i) for i in index_operands(node.buffer, node.indices, (1,))]
         value = self.expr(node.value)
         ptr, lanes, contiguous = self.address(buf, node.indices, values, node)
         mem = memory_type(buf.dtype)
@@ -619,6 +637,8 @@ class FunctionEmitter:
     def operands(node: PrimExpr) -> tuple[PrimExpr, ...]:
         if isinstance(node, Var):
             return ()
+        if isinstance(node, BufferLoad):   # a contiguous or stride-2 load reads the ramp's base
+            return index_operands(node.buffer, node.indices, (1, 2))
         return children(node)  # type: ignore[return-value]
 
     def operation(self, node: PrimExpr, args: list[str]) -> str:
