@@ -94,7 +94,7 @@ def emit_parallel_loop(emitter: FunctionEmitter, loop: For) -> None:
 
 def _to_i64(emitter: FunctionEmitter, var: Var, value: str) -> str:
     ty = value_type(var.dtype)
-    if ty == "i64":
+    if ty == "i64" or value.lstrip("-").isdigit():   # a literal is the same text as an i64
         return value
     return emitter.emit(f"{'zext' if is_unsigned(var.dtype) else 'sext'} {ty} {value} to i64")
 
