@@ -221,6 +221,7 @@ class FunctionEmitter:
         self.where = func.span
         self.workers = 0             # parallel loops outlined so far (their functions' numbering)
         self.in_parallel = False     # a worker's loops run serially: one level of threads
+        self.attributes = ""         # function attributes besides the group `#0`
 
     # -- small emission helpers
     def tmp(self) -> str:
@@ -274,7 +275,7 @@ class FunctionEmitter:
     def finish(self, params: list[str]) -> str:
         self.lines.append(f"  ret i32 {STATUS_OK}")
         linkage = f"{self.linkage} " if self.linkage else ""
-        head = f"define {linkage}i32 @{self.symbol}({', '.join(params)}) #0 {{"
+        head = f"define {linkage}i32 @{self.symbol}({', '.join(params)}) {self.attributes}#0 {{"
         return "\n".join([head, "entry:", *self.allocas, *self.lines, "}", ""])
 
     def outline(self, loop: For, symbol: str, buffers: list[Buffer], variables: list[Var]) -> str:
@@ -282,6 +283,10 @@ class FunctionEmitter:
         captured buffers (alignment and aliasing as in this kernel) and variables as parameters."""
         worker = FunctionEmitter(self.ctx, self.func, symbol, [], self.noalias, "internal")
         worker.in_parallel = True
+        # Kept out of its `_parK` wrapper: inlined, its `noalias` parameters would become scope
+        # metadata on every access, which doubled -O3's time; out of line it optimises as the
+        # serial kernel does (docs/codegen.md, Threads).
+        worker.attributes = "noinline "
         worker.where = loop.span or self.where
         loads, stores = _accessed(loop.body)
         params = []
