@@ -284,8 +284,8 @@ class FunctionEmitter:
         worker = FunctionEmitter(self.ctx, self.func, symbol, [], self.noalias, "internal")
         worker.in_parallel = True
         # Kept out of its `_parK` wrapper: inlined, its `noalias` parameters would become scope
-        # metadata on every access, which doubled -O3's time; out of line it optimises as the
-        # serial kernel does (docs/codegen.md, Threads).
+        # metadata on every access, and -O3 took 1.3-2x the serial kernel's time; out of line it
+        # optimises about as the serial kernel does (docs/codegen.md, Compile time).
         worker.attributes = "noinline "
         worker.where = loop.span or self.where
         loads, stores = _accessed(loop.body)
