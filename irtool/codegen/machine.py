@@ -22,6 +22,13 @@ def target_machine(options: TargetOptions, jit: bool = False) -> llvm.TargetMach
 
 def parse_and_optimize(ir_text: str, options: TargetOptions, tm: llvm.TargetMachine) -> llvm.ModuleRef:
     """Parsed, verified and optimised at `options.opt_level`."""
+    mod = parse(ir_text, tm)
+    optimize(mod, options, tm)
+    return mod
+
+
+def parse(ir_text: str, tm: llvm.TargetMachine) -> llvm.ModuleRef:
+    """Parsed and verified, for `tm`'s triple and data layout."""
     initialize()
     try:
         mod = llvm.parse_assembly(ir_text)
@@ -30,6 +37,11 @@ def parse_and_optimize(ir_text: str, options: TargetOptions, tm: llvm.TargetMach
         mod.verify()
     except RuntimeError as exc:
         raise DiagnosticError(f"internal codegen error: LLVM rejected the generated IR: {exc}") from None
+    return mod
+
+
+def optimize(mod: llvm.ModuleRef, options: TargetOptions, tm: llvm.TargetMachine) -> None:
+    """`mod` optimised in place at `options.opt_level` (`default<On>`)."""
     if options.opt_level > 0:
         pto = llvm.create_pipeline_tuning_options(speed_level=options.opt_level)
         pto.loop_vectorization = options.opt_level >= 2
@@ -38,4 +50,3 @@ def parse_and_optimize(ir_text: str, options: TargetOptions, tm: llvm.TargetMach
         pto.loop_interleaving = options.opt_level >= 2
         pb = llvm.create_pass_builder(tm, pto)
         pb.getModulePassManager().run(mod, pb)
-    return mod

@@ -57,6 +57,8 @@ _LIBM = ("erf", "asinh", "acosh", "atanh")
 _FCMP = {"eq": "oeq", "ne": "une", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge"}
 _ICMP_SIGNED = {"eq": "eq", "ne": "ne", "lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge"}
 _ICMP_UNSIGNED = {"eq": "eq", "ne": "ne", "lt": "ult", "le": "ule", "gt": "ugt", "ge": "uge"}
+# Instructions that read or write memory, call, or bind per block: never reused by `emit`.
+_NOT_REUSED = ("load ", "call ", "phi ", "alloca ", "freeze ")
 
 
 def _small_integer_exponent(e: PrimExpr) -> int | None:
@@ -103,6 +105,18 @@ class ModuleContext:
     @property
     def fmf(self) -> str:
         return "fast " if self.fast_math else ""
+
+
+def _literal_int(value: str) -> int | None:
+    """The value of an integer literal operand (`12`, `-3`), None for anything else."""
+    return int(value) if value.lstrip("-").isdigit() else None
+
+
+def _wrapped(value: int, dtype: str) -> int:
+    """`value` modulo 2^bits, in `dtype`'s signed or unsigned range (LLVM's wrapping arithmetic)."""
+    bits = element_bytes(dtype) * 8
+    value &= (1 << bits) - 1
+    return value - (1 << bits) if not is_unsigned(dtype) and value >> (bits - 1) else value
 
 
 def _round_up(n: int, k: int) -> int:
@@ -164,6 +178,27 @@ def as_ramp(index: PrimExpr) -> tuple[PrimExpr, int] | None:
     return None
 
 
+def _sequence(buf: Buffer, indices: tuple[PrimExpr, ...]) -> tuple[int, PrimExpr, int] | None:
+    """(position, scalar base, elements between lanes in memory) of a vector access whose one
+    vector index is an arithmetic sequence, the others scalars; None for any other access."""
+    vector = [k for k, i in enumerate(indices) if lanes_of(i.dtype) > 1]
+    ramp = as_ramp(indices[vector[0]]) if len(vector) == 1 else None
+    if ramp is None:
+        return None
+    return vector[0], ramp[0], ramp[1] * _strides(buf)[vector[0]]
+
+
+def index_operands(buf: Buffer, indices: tuple[PrimExpr, ...], steps: tuple[int, ...]) -> tuple[PrimExpr, ...]:
+    """What an access evaluates of its indices: all of them, but only the base of the ramp
+    when its lanes are `steps` elements apart (the access addresses its first lane; the vector
+    of indices would be emitted unused)."""
+    sequence = _sequence(buf, indices)
+    if sequence is None or sequence[2] not in steps:
+        return indices
+    position, base, _ = sequence
+    return (*indices[:position], base, *indices[position + 1:])
+
+
 class FunctionEmitter:
     """Emits one kernel. `param_align[i]` is the alignment every caller guarantees for param i."""
 
@@ -182,9 +217,11 @@ class FunctionEmitter:
         self.temps = 0
         self.labels = 0
         self.block = "entry"
+        self.reuse: dict[str, str] = {}   # instruction text -> its value, in the current block
         self.where = func.span
         self.workers = 0             # parallel loops outlined so far (their functions' numbering)
         self.in_parallel = False     # a worker's loops run serially: one level of threads
+        self.attributes = ""         # function attributes besides the group `#0`
 
     # -- small emission helpers
     def tmp(self) -> str:
@@ -196,14 +233,22 @@ class FunctionEmitter:
         return f"{hint}{self.labels}"
 
     def emit(self, text: str) -> str:
-        """Emits `%tN = text` and returns `%tN`."""
+        """Emits `%tN = text` and returns `%tN`; an instruction without side effects that the
+        current block already computes is not emitted again (the earlier value dominates): the
+        index arithmetic and splats of a written-out register tile repeat per access."""
+        reusable = not text.startswith(_NOT_REUSED)
+        if reusable and text in self.reuse:
+            return self.reuse[text]
         name = self.tmp()
         self.lines.append(f"  {name} = {text}")
+        if reusable:
+            self.reuse[text] = name
         return name
 
     def start_block(self, label: str) -> None:
         self.lines.append(f"{label}:")
         self.block = label
+        self.reuse = {}
 
     def fail(self, message: str, node: object) -> DiagnosticError:
         return DiagnosticError(f"codegen: {message}", getattr(node, "span", None) or self.where)
@@ -230,7 +275,7 @@ class FunctionEmitter:
     def finish(self, params: list[str]) -> str:
         self.lines.append(f"  ret i32 {STATUS_OK}")
         linkage = f"{self.linkage} " if self.linkage else ""
-        head = f"define {linkage}i32 @{self.symbol}({', '.join(params)}) #0 {{"
+        head = f"define {linkage}i32 @{self.symbol}({', '.join(params)}) {self.attributes}#0 {{"
         return "\n".join([head, "entry:", *self.allocas, *self.lines, "}", ""])
 
     def outline(self, loop: For, symbol: str, buffers: list[Buffer], variables: list[Var]) -> str:
@@ -238,6 +283,10 @@ class FunctionEmitter:
         captured buffers (alignment and aliasing as in this kernel) and variables as parameters."""
         worker = FunctionEmitter(self.ctx, self.func, symbol, [], self.noalias, "internal")
         worker.in_parallel = True
+        # Kept out of its `_parK` wrapper: inlined, its `noalias` parameters would become scope
+        # metadata on every access, and -O3 took 1.3-2x the serial kernel's time; out of line it
+        # optimises about as the serial kernel does (docs/codegen.md, Compile time).
+        worker.attributes = "noinline "
         worker.where = loop.span or self.where
         loads, stores = _accessed(loop.body)
         params = []
@@ -413,17 +462,14 @@ class FunctionEmitter:
 
     def first_element(self, buf: Buffer, indices: tuple[PrimExpr, ...], values: list[str], step: int) -> str | None:
         """The pointer to the first lane of a vector access whose lanes are `step` elements apart
-        in memory (one index a ramp, the others scalars), or None for any other access."""
-        vector = [k for k, i in enumerate(indices) if lanes_of(i.dtype) > 1]
-        ramp = as_ramp(indices[vector[0]])
-        strides = _strides(buf)
-        if len(vector) != 1 or ramp is None or ramp[1] * strides[vector[0]] != step:
+        in memory (one index a ramp, the others scalars), or None for any other access. `values`
+        are those of `index_operands`: the ramp's base in its place."""
+        sequence = _sequence(buf, indices)
+        if sequence is None or sequence[2] != step:
             return None
-        scalar_values = list(values)
-        scalar_values[vector[0]] = self.expr(ramp[0])
         scalar_indices = list(indices)
-        scalar_indices[vector[0]] = ramp[0]
-        offset = self.scalar_offset(tuple(scalar_indices), scalar_values, strides)
+        scalar_indices[sequence[0]] = sequence[1]
+        offset = self.scalar_offset(tuple(scalar_indices), values, _strides(buf))
         base, _ = self.pointers[id(buf)]
         return self.emit(f"getelementptr inbounds {memory_type(buf.dtype)}, ptr {base}, i64 {offset}")
 
@@ -452,7 +498,9 @@ class FunctionEmitter:
         src = value_type(dtype)
         n = lanes_of(dtype)
         dst = "i64" if n == 1 else f"<{n} x i64>"
-        if scalar_type(dtype) != "i64":
+        if n == 1 and _literal_int(value) is not None:
+            pass   # an integer literal is the same text in every integer type it fits
+        elif scalar_type(dtype) != "i64":
             op = "zext" if is_unsigned(dtype) or is_bool(dtype) else "sext"
             value = self.emit(f"{op} {src} {value} to {dst}")
         if n == 1 and lanes > 1:
@@ -460,22 +508,31 @@ class FunctionEmitter:
         return value
 
     def splat(self, scalar: str, value: str, lanes: int) -> str:
+        """`value` in every lane: a constant vector when it is a literal."""
+        if not value.startswith("%"):
+            return f"splat ({scalar} {value})"
         vty = f"<{lanes} x {scalar}>"
         one = self.emit(f"insertelement {vty} poison, {scalar} {value}, i64 0")
         return self.emit(f"shufflevector {vty} {one}, {vty} poison, <{lanes} x i32> zeroinitializer")
 
     def scalar_offset(self, indices: tuple[PrimExpr, ...], values: list[str], strides: tuple[int, ...]) -> str:
+        """The element offset of scalar indices (i64), literal where they are."""
         total: str | None = None
         for index, value, stride in zip(indices, values, strides):
-            if isinstance(index, IntImm):
-                term_const = index.value * stride
-                if term_const == 0:
+            wide = self.widen(index.dtype, value, 1)
+            known = _literal_int(wide)
+            if known is not None:
+                if known * stride == 0:
                     continue
-                term = str(term_const)
+                term = str(known * stride)
             else:
-                wide = self.widen(index.dtype, value, 1)
                 term = wide if stride == 1 else self.emit(f"mul nsw i64 {wide}, {stride}")
-            total = term if total is None else self.emit(f"add nsw i64 {total}, {term}")
+            if total is None:
+                total = term
+            elif _literal_int(total) is not None and known is not None:
+                total = str(int(total) + known * stride)
+            else:
+                total = self.emit(f"add nsw i64 {total}, {term}")
         return total if total is not None else "0"
 
     def load(self, node: BufferLoad, values: list[str]) -> str:
@@ -510,7 +567,7 @@ class FunctionEmitter:
 
     def store(self, node: BufferStore) -> None:
         buf = node.buffer
-        values = [self.expr(i) for i in node.indices]
+        values = [self.expr(i) for i in index_operands(node.buffer, node.indices, (1,))]
         value = self.expr(node.value)
         ptr, lanes, contiguous = self.address(buf, node.indices, values, node)
         mem = memory_type(buf.dtype)
@@ -585,6 +642,8 @@ class FunctionEmitter:
     def operands(node: PrimExpr) -> tuple[PrimExpr, ...]:
         if isinstance(node, Var):
             return ()
+        if isinstance(node, BufferLoad):   # a contiguous or stride-2 load reads the ramp's base
+            return index_operands(node.buffer, node.indices, (1, 2))
         return children(node)  # type: ignore[return-value]
 
     def operation(self, node: PrimExpr, args: list[str]) -> str:
@@ -609,16 +668,27 @@ class FunctionEmitter:
         if isinstance(node, Broadcast):
             return self.splat(value_type(node.value.dtype), args[0], node.lanes)
         if isinstance(node, Ramp):
-            ty = value_type(node.dtype)
-            scalar = scalar_type(node.dtype)
-            iota = ", ".join(f"{scalar} {k}" for k in range(node.lanes))
-            base = self.splat(scalar, args[0], node.lanes)
-            stride = self.splat(scalar, args[1], node.lanes)
-            steps = self.emit(f"mul {ty} {stride}, <{iota}>")
-            return self.emit(f"add {ty} {base}, {steps}")
+            return self.ramp(node, args[0], args[1])
         if isinstance(node, Call):
             return self.intrinsic(node, args)
         raise self.fail(f"unsupported expression {type(node).__name__}", node)
+
+    def ramp(self, node: Ramp, base: str, stride: str) -> str:
+        """`base + k * stride` in lane k: a constant vector for literal operands, one `add` of the
+        splat base and the constant steps for a literal stride."""
+        ty = value_type(node.dtype)
+        scalar = scalar_type(node.dtype)
+        dtype = element_of(node.dtype)
+        step, start = _literal_int(stride), _literal_int(base)
+        if step is not None:
+            offsets = [_wrapped(k * step, dtype) for k in range(node.lanes)]
+            if start is not None:
+                return "<" + ", ".join(f"{scalar} {_wrapped(start + k, dtype)}" for k in offsets) + ">"
+            steps = "<" + ", ".join(f"{scalar} {k}" for k in offsets) + ">"
+            return self.emit(f"add {ty} {self.splat(scalar, base, node.lanes)}, {steps}")
+        iota = ", ".join(f"{scalar} {k}" for k in range(node.lanes))
+        steps = self.emit(f"mul {ty} {self.splat(scalar, stride, node.lanes)}, <{iota}>")
+        return self.emit(f"add {ty} {self.splat(scalar, base, node.lanes)}, {steps}")
 
     def binary(self, node: BinaryOp, a: str, b: str) -> str:
         op, dtype = node.op, node.a.dtype
@@ -636,6 +706,9 @@ class FunctionEmitter:
             raise self.fail(f"`{op}` on floats", node)
         unsigned = is_unsigned(dtype) or is_bool(dtype)
         if op in ("add", "sub", "mul"):
+            x, y = _literal_int(a), _literal_int(b)
+            if x is not None and y is not None and not is_bool(dtype):
+                return constant(dtype, _wrapped({"add": x + y, "sub": x - y, "mul": x * y}[op], dtype))
             return self.emit(f"{op} {ty} {a}, {b}")
         if op in _ICMP_SIGNED:
             return self.emit(f"icmp {(_ICMP_UNSIGNED if unsigned else _ICMP_SIGNED)[op]} {ty} {a}, {b}")

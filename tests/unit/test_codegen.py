@@ -143,6 +143,25 @@ def test_vector_ramp_broadcast_and_vectorized_loop() -> None:
     assert "<16 x float>" in text and "llvm.loop.vectorize.enable" in text
 
 
+def test_literal_arithmetic_and_ramps_fold_to_wrapped_constants() -> None:
+    """Arithmetic on integer literals and ramps of literal operands are emitted as constants; the
+    folded values wrap in the dtype's width, as the instructions they replace would."""
+    out, wide, small = Buffer("out", (4,), "int32"), Buffer("wide", (1,), "int32"), Buffer("small", (2,), "uint8")
+    func = PrimFunc([out, wide, small], seq([
+        BufferStore(out, [Ramp(IntImm(0), IntImm(1), 4)], Ramp(IntImm(2147483646), IntImm(1), 4)),
+        BufferStore(wide, [IntImm(0)], BinaryOp("mul", IntImm(65536), IntImm(65537))),
+        BufferStore(small, [IntImm(0)], BinaryOp("sub", IntImm(3, "uint8"), IntImm(5, "uint8"))),
+        BufferStore(small, [IntImm(1)], BinaryOp("mul", IntImm(16, "uint8"), IntImm(17, "uint8")))]))
+    result = _same_as_interpreter(func, [np.zeros(4, np.int32), np.zeros(1, np.int32), np.zeros(2, np.uint8)])
+    # Independently: the exact values modulo 2^32 and 2^8.
+    np.testing.assert_array_equal(result[0], (np.arange(4) + 2147483646).astype(np.int64).astype(np.int32))
+    assert result[1].tolist() == [65536] and result[2].tolist() == [254, 16]
+    text = generate_module(_module(func), "m", TargetOptions(opt_level=0)).ir
+    assert "<i32 2147483646, i32 2147483647, i32 -2147483648, i32 -2147483647>" in text
+    assert "store i32 65536," in text and "store i8 -2," not in text and "store i8 254," in text
+    assert "insertelement" not in text and " mul " not in text and " sub " not in text
+
+
 def test_strided_gather_and_scatter() -> None:
     """A ramp of stride 2 in the last dimension, and a vector index in a non-last dimension."""
     a, out = Buffer("a", (8, 8), "int32"), Buffer("out", (4, 8), "int32")
