@@ -47,33 +47,29 @@ class FakeClock:
         self.now += ms / 1e3
 
 
-def test_alternate_calls_a_b_a_b_after_the_warmup_and_times_each_call() -> None:
-    clock, order = FakeClock(), []
-
-    def call(label: str, ms: float):
+def timed_calls(clock: FakeClock, order: list[str], costs: dict[str, list[float]]) -> dict[str, object]:
+    """One call per label, each appending its label to `order` and spending its next cost."""
+    def call(label: str, cost):
         def run() -> None:
             order.append(label)
-            clock.spend(ms)
+            clock.spend(next(cost))
         return run
+    return {label: call(label, iter(ms)) for label, ms in costs.items()}
 
-    times = harness.alternate({"a": call("a", 3.0), "b": call("b", 1.0)}, 3, warmup=2, clock=clock)
+
+def test_alternate_calls_a_b_a_b_after_the_warmup_and_times_each_call() -> None:
+    clock, order = FakeClock(), []
+    calls = timed_calls(clock, order, {"a": [3.0] * 5, "b": [1.0] * 5})
+    times = harness.alternate(calls, 3, warmup=2, clock=clock)
     assert order == ["a", "b"] * 5
     assert times == {"a": [pytest.approx(3.0)] * 3, "b": [pytest.approx(1.0)] * 3}
 
 
 def test_alternate_lead_in_runs_each_entry_untimed_right_before_its_timed_call() -> None:
     clock, order = FakeClock(), []
-
-    def call(label: str, ms: float):
-        def run() -> None:
-            order.append(label)
-            clock.spend(ms)
-        return run
-
     # The first call in each lead-in pair is untimed: its time (the odd calls') must not appear.
-    costs = {"a": iter([5.0, 3.0, 5.0, 3.0]), "b": iter([7.0, 1.0, 7.0, 1.0])}
-    times = harness.alternate({"a": lambda: call("a", next(costs["a"]))(), "b": lambda: call("b", next(costs["b"]))()},
-                              2, warmup=0, lead_in=1, clock=clock)
+    calls = timed_calls(clock, order, {"a": [5.0, 3.0, 5.0, 3.0], "b": [7.0, 1.0, 7.0, 1.0]})
+    times = harness.alternate(calls, 2, warmup=0, lead_in=1, clock=clock)
     assert order == ["a", "a", "b", "b"] * 2
     assert times == {"a": [pytest.approx(3.0)] * 2, "b": [pytest.approx(1.0)] * 2}
     with pytest.raises(ValueError, match="lead_in"):

@@ -44,6 +44,15 @@ def _model(op: str, direction: str = "forward", steps: int | str = STEPS) -> onn
     return model
 
 
+def _matches_onnxruntime_at_several_batches(model, mod, native) -> None:
+    """The interpreter and one native module against onnxruntime below, at and past a 32-row tile."""
+    for batch in (1, 3, 33):
+        x = RNG.standard_normal((STEPS, batch, WIDTH)).astype(np.float32)
+        want = onnxruntime_outputs(model, [x])
+        assert_outputs(list(flatten_value(run_function(mod, {"x": x}))), want, 1e-5, 1e-5)
+        assert_outputs(list(flatten_value(native(x))), want, 1e-5, 1e-5)
+
+
 @pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
 def test_one_module_serves_every_batch_size(op: str) -> None:
     model = _model(op)
@@ -51,11 +60,7 @@ def test_one_module_serves_every_batch_size(op: str) -> None:
     x_type = mod.functions["main"].params[0].type_annotation
     assert isinstance(x_type, TensorType) and isinstance(x_type.shape[1], Any)
     native = irtool.build(mod)
-    for batch in (1, 3, 33):
-        x = RNG.standard_normal((STEPS, batch, WIDTH)).astype(np.float32)
-        want = onnxruntime_outputs(model, [x])
-        assert_outputs(list(flatten_value(run_function(mod, {"x": x}))), want, 1e-5, 1e-5)
-        assert_outputs(list(flatten_value(native(x))), want, 1e-5, 1e-5)
+    _matches_onnxruntime_at_several_batches(model, mod, native)
 
 
 def test_2000_calls_release_every_row_copy() -> None:
@@ -94,11 +99,7 @@ def test_reverse_and_bidirectional_layers_run_natively(op: str, direction: str) 
     model = _model(op, direction)
     mod = import_model(model, embed_params=True).module
     native = irtool.build(mod)
-    for batch in (1, 3, 33):
-        x = RNG.standard_normal((STEPS, batch, WIDTH)).astype(np.float32)
-        want = onnxruntime_outputs(model, [x])
-        assert_outputs(list(flatten_value(run_function(mod, {"x": x}))), want, 1e-5, 1e-5)
-        assert_outputs(list(flatten_value(native(x))), want, 1e-5, 1e-5)
+    _matches_onnxruntime_at_several_batches(model, mod, native)
     d = 2 if direction == "bidirectional" else 1
     empty = list(flatten_value(native(np.zeros((STEPS, 0, WIDTH), np.float32))))
     assert [e.shape for e in empty] == [(STEPS, d, 0, HIDDEN)] + [(d, 0, HIDDEN)] * (len(empty) - 1)
