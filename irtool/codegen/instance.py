@@ -696,17 +696,11 @@ class FunctionBuilder:
         if isinstance(op, Op):
             self.eval_op(node, op, dests)
             return
-        n = len(node.args)
-
-        def args_then(then: Callable[[list[Value]], None]) -> None:
-            self.push(lambda: then(self.take(n)))
-            for a in reversed(node.args):
-                self.push(lambda a=a: self.eval(a, None))   # type: ignore[misc]
 
         if isinstance(op, GlobalVar):
             callee = self.prog.mod.functions.get(op.name_hint)
             if isinstance(callee, PrimFunc):
-                args_then(lambda args: self.done(node, self.kernel_call(node, op.name_hint, args, dests), None))
+                self.args_then(node, lambda args: self.done(node, self.kernel_call(node, op.name_hint, args, dests), None))
                 return
             if not isinstance(callee, Function):
                 raise self.error(f"@{op.name_hint} is not defined", op)
@@ -717,12 +711,12 @@ class FunctionBuilder:
             if inst is self.inst and id(node) in self.tail:
                 self.eval_tail_call(node)
                 return
-            args_then(lambda args: self.call_instance(node, inst.symbol, "null", args, dests,
+            self.args_then(node, lambda args: self.call_instance(node, inst.symbol, "null", args, dests,
                                                       params=self.instance_params(inst)))
         elif isinstance(op, Constructor):
-            args_then(lambda args: self.done(node, (self.construct(node, op, args),), dests))
+            self.args_then(node, lambda args: self.done(node, (self.construct(node, op, args),), dests))
         elif isinstance(op, Function) and not op.is_primitive:
-            args_then(lambda args: self.inline(node, op, args, dests))
+            self.args_then(node, lambda args: self.inline(node, op, args, dests))
         elif isinstance(op, Function):
             raise self.error("a primitive function is called without being lowered (run `lower` first)", node)
         else:   # a function value: the callee is evaluated first, then the arguments
@@ -731,8 +725,15 @@ class FunctionBuilder:
                     and id(node) in self.tail:   # a literal calling itself through its own variable
                 self.eval_tail_call(node)
                 return
-            args_then(lambda args: self.call_closure(node, self.vals.pop()[0], args, dests))
+            self.args_then(node, lambda args: self.call_closure(node, self.vals.pop()[0], args, dests))
             self.push(lambda: self.eval(op, None))
+
+    def args_then(self, node: Call, then: Callable[[list[Value]], None]) -> None:
+        """`then(values of node's arguments)` once they are evaluated (on the explicit stack)."""
+        n = len(node.args)
+        self.push(lambda: then(self.take(n)))
+        for a in reversed(node.args):
+            self.push(lambda a=a: self.eval(a, None))   # type: ignore[misc]
 
     def take(self, n: int) -> list[Value]:
         """The last `n` values computed, in order."""
@@ -790,20 +791,14 @@ class FunctionBuilder:
             self.push(lambda: self.eval(node.args[0], None))
             return
         if is_data_dependent(name):
-            count = len(node.args)
-            self.push(lambda: self.done(node, data_dependent.emit_call(self, node, self.take(count), dests), None))
-            for a in reversed(node.args):
-                self.push(lambda a=a: self.eval(a, None))   # type: ignore[misc]
+            self.args_then(node, lambda args: self.done(node, data_dependent.emit_call(self, node, args, dests), None))
             return
         if name in BOX_ROW_OPS:
-            def rows() -> None:
-                values = [self.vals.pop() for _ in node.args][::-1]
+            def rows(values: list[Value]) -> None:
                 rows = self.box_join(node, list(values[0])) if name == "concatenate" else \
                     self.box_row(node, [v[0] for v in values])
                 self.done(node, (rows,), dests)
-            self.push(rows)
-            for arg in reversed(node.args):
-                self.push(lambda arg=arg: self.eval(arg, None))  # type: ignore[misc]
+            self.args_then(node, rows)
             return
         raise self.error(f"the operator `{name}` is not compiled natively (lower the module first)", node)
 
