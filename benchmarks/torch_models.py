@@ -1,8 +1,8 @@
 """Models of today: eight PyTorch architectures exported to ONNX, through irtool beside onnxruntime.
 
     python benchmarks/torch_models.py [--models resnet18,bert,...] [--exporters dynamo,torchscript]
-                                      [--int8 qdq,qop] [--cache DIR] [--refresh] [--repeat 15] [--warmup 2]
-                                      [--json OUT]
+                                      [--int8 qdq,qop] [--threads 1,2] [--cache DIR] [--refresh] [--repeat 15]
+                                      [--warmup 2] [--json OUT]
 
 The architectures have random weights (seeded; BatchNorm statistics measured on random batches,
 see `_calibrated`) and are built locally, never downloaded:
@@ -16,12 +16,14 @@ opset_version=17`). The files (and the messages of exports that failed) are cach
 `--cache` (default `~/.cache/irtool-bench/torch-models`, one folder per torch version);
 `--refresh` exports again.
 
-Each file is then imported (weights embedded), compiled natively (`irtool.build`, one thread),
-run on the same seeded input as onnxruntime (one intra-op and one inter-op thread), checked
+Each file is then imported (weights embedded), compiled natively (`irtool.build`, one thread, or
+each count of `--threads`), run on the same seeded input as onnxruntime (as many intra-op
+threads, one inter-op thread), checked
 (max |irtool - onnxruntime| over the outputs ≤ 1e-4 of onnxruntime's max |value|) and timed
 beside it with `harness.alternate` (A/B rounds after a warm-up; `ratio` is the median of the
-per-round ratios irtool / onnxruntime, `ratio_min` that of the fastest runs). One row per
-(model, exporter): the opset, whether import and compile succeeded, the error, both latencies
+per-round ratios irtool / onnxruntime, `ratio_min` that of the fastest runs; with threads, each
+side's timed run follows an untimed one of its own, so neither runs while the other's workers
+still spin). One row per (model, exporter, thread count): the opset, whether import and compile succeeded, the error, both latencies
 and the ratios, or the first stage that failed and its message; the geometric means and the
 host (CPU, LLVM's CPU and ISA, load average) close the table.
 
@@ -72,7 +74,7 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from harness import alternate, describe_host, geomean, load_average, versus  # noqa: E402
+from harness import alternate, describe_host, geomean, load_average, thread_counts, versus  # noqa: E402
 
 EXTRAS = ("torch", "torchvision", "transformers", "onnxscript", "onnx", "onnxruntime")
 EXPORTERS = ("dynamo", "torchscript")
@@ -82,7 +84,7 @@ SEQUENCE = 32
 IMAGE = (1, 3, 224, 224)
 INT8_FORMS = ("qdq", "qop")
 CALIBRATION_IMAGES = 8
-COLUMNS = ["model", "exporter", "opset", "import", "import_s", "compile", "compile_s", "max_error", "steps",
+COLUMNS = ["model", "exporter", "threads", "opset", "import", "import_s", "compile", "compile_s", "max_error", "steps",
            "ort_steps", "differ", "top1", "irtool_ms", "onnxruntime_ms", "ratio", "ratio_min", "error"]
 
 
@@ -336,15 +338,16 @@ def stage_error(stage: str, exc: BaseException) -> str:
 
 
 def bench(arch: Architecture, exporter: str, cache: Path, refresh: bool, repeat: int, warmup: int,
-          int8: str | None = None) -> dict[str, Any]:
-    """One row: the exported model, or with `int8` its quantized form (one of INT8_FORMS)."""
+          int8: str | None = None, threads: int = 1) -> dict[str, Any]:
+    """One row: the exported model, or with `int8` its quantized form (one of INT8_FORMS), on
+    `threads` threads for both runtimes."""
     import onnx
 
     import irtool
     from irtool.frontend.onnx import import_model
     from irtool.frontend.onnx_zoo import onnxruntime_session
     name = arch.name if int8 is None else f"{arch.name}-int8-{int8}"
-    row: dict[str, Any] = {c: None for c in COLUMNS} | {"model": name, "exporter": exporter}
+    row: dict[str, Any] = {c: None for c in COLUMNS} | {"model": name, "exporter": exporter, "threads": threads}
     stage = "export"
     try:
         path = export(arch, exporter, cache, refresh)
@@ -359,11 +362,11 @@ def bench(arch: Architecture, exporter: str, cache: Path, refresh: bool, repeat:
         row.update({"import": "ok", "import_s": round(time.perf_counter() - started, 2)})
         stage = "compile"
         started = time.perf_counter()
-        built = irtool.build(imported.module, threads=1)
+        built = irtool.build(imported.module, threads=threads)
         row.update(compile="ok", compile_s=round(time.perf_counter() - started, 2))
         stage = "run"
         x = example_input(arch)
-        session = onnxruntime_session(model, threads=1)
+        session = onnxruntime_session(model, threads=threads)
         feed = {session.get_inputs()[0].name: x}
         theirs = [np.asarray(a) for a in session.run(None, feed)]
         ours = _flat(built(x))
@@ -382,7 +385,7 @@ def bench(arch: Architecture, exporter: str, cache: Path, refresh: bool, repeat:
                             + (f", {row['steps']} output steps (onnxruntime against itself: {row['ort_steps']}), "
                                f"top-1 {'agrees' if row['top1'] else 'differs'}" if row["steps"] is not None else ""))
         times = alternate({"irtool": lambda: built(x), "onnxruntime": lambda: session.run(None, feed)},
-                          repeat, warmup=warmup)
+                          repeat, warmup=warmup, lead_in=1 if threads > 1 else 0)
         result = versus(times["irtool"], times["onnxruntime"])
         row.update(irtool_ms=round(result.ms, 3), onnxruntime_ms=round(result.baseline_ms, 3),
                    ratio=round(result.ratio, 3), ratio_min=round(result.ratio_min, 3))
@@ -399,13 +402,14 @@ def format_table(rows: list[dict[str, Any]], host_line: str) -> str:
     lines = [host_line, "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for row in rows:
         lines.append("| " + " | ".join("" if row[c] is None else cell(str(row[c])) for c in COLUMNS) + " |")
-    def kind(row: dict[str, Any]) -> tuple[str, str]:
-        return row["exporter"], row["model"].partition("-int8-")[2]
-    for exporter, form in dict.fromkeys(kind(row) for row in rows):
-        timed = [row for row in rows if kind(row) == (exporter, form) and row["ratio"] is not None]
+    def kind(row: dict[str, Any]) -> tuple[str, int, str]:
+        return row["exporter"], row["threads"], row["model"].partition("-int8-")[2]
+    for exporter, threads, form in dict.fromkeys(kind(row) for row in rows):
+        timed = [row for row in rows if kind(row) == (exporter, threads, form) and row["ratio"] is not None]
         if timed:
             cells = {"model": f"**geomean** ({len(timed)} timed{', int8 ' + form if form else ''})",
-                     "exporter": exporter, "ratio": f"**{geomean(r['ratio'] for r in timed):.3f}**",
+                     "exporter": exporter, "threads": str(threads),
+                     "ratio": f"**{geomean(r['ratio'] for r in timed):.3f}**",
                      "ratio_min": f"{geomean(r['ratio_min'] for r in timed):.3f}"}
             lines.append("| " + " | ".join(cells.get(c, "") for c in COLUMNS) + " |")
     return "\n".join(lines)
@@ -419,6 +423,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma-separated: dynamo (torch's default exporter), torchscript (legacy, opset 17)")
     ap.add_argument("--int8", default="", help="comma-separated int8 rows for the image models: qdq, qop "
                     "(onnxruntime's quantize_static in the QDQ / QOperator format; default: none)")
+    ap.add_argument("--threads", type=thread_counts, default=[1],
+                    help="comma-separated thread counts, each for both runtimes (default: 1)")
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "irtool-bench" / "torch-models",
                     help="where the exported files are kept (default: ~/.cache/irtool-bench/torch-models)")
     ap.add_argument("--refresh", action="store_true", help="export again even when the cache has the file")
@@ -449,9 +455,10 @@ def main(argv: list[str] | None = None) -> int:
         for exporter in exporters:
             arch = ARCHITECTURES[name]
             for form in [None, *(forms if arch.vocab is None else [])]:
-                rows.append(bench(arch, exporter, args.cache.expanduser(), args.refresh, args.repeat, args.warmup,
-                                  form))
-                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+                for threads in args.threads:
+                    rows.append(bench(arch, exporter, args.cache.expanduser(), args.refresh, args.repeat,
+                                      args.warmup, form, threads))
+                    print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     load_end = load_average()
     print(format_table(rows, host.line(load_end)))
     if args.json:

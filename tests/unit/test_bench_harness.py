@@ -208,3 +208,14 @@ def test_loading_the_torch_benchmark_imports_no_optional_extra(tmp_path: Path) -
     done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_torch_table_has_one_geomean_per_exporter_and_thread_count() -> None:
+    def row(model: str, threads: int, ratio: float) -> dict[str, object]:
+        return {c: None for c in torch_models.COLUMNS} | {"model": model, "exporter": "dynamo", "threads": threads,
+                                                          "ratio": ratio, "ratio_min": ratio}
+    rows = [row("resnet18", 1, 0.5), row("resnet18", 2, 1.0), row("bert", 1, 2.0), row("bert", 2, 4.0)]
+    geomeans = [line for line in torch_models.format_table(rows, "host").splitlines() if "geomean" in line]
+    # sqrt(0.5 * 2) = 1 on one thread, sqrt(1 * 4) = 2 on two: the counts are not pooled
+    assert [line.split(" | ")[2:3] + [line.split(" | ")[-3]] for line in geomeans] == [["1", "**1.000**"],
+                                                                                         ["2", "**2.000**"]]
