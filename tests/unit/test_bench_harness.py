@@ -219,3 +219,16 @@ def test_torch_table_has_one_geomean_per_exporter_and_thread_count() -> None:
     # sqrt(0.5 * 2) = 1 on one thread, sqrt(1 * 4) = 2 on two: the counts are not pooled
     assert [line.split(" | ")[2:3] + [line.split(" | ")[-3]] for line in geomeans] == [["1", "**1.000**"],
                                                                                          ["2", "**2.000**"]]
+
+
+def test_alternate_settles_before_each_entrys_lead_in_not_inside_the_timed_call() -> None:
+    clock, order = FakeClock(), []
+    calls = timed_calls(clock, order, {"a": [5.0, 3.0] * 2, "b": [7.0, 1.0] * 2})
+    def sleep(seconds: float) -> None:
+        order.append(f"sleep {seconds * 1e3:g}")
+        clock.spend(seconds * 1e3)
+    times = harness.alternate(calls, 2, warmup=0, lead_in=1, settle_ms=30.0, clock=clock, sleep=sleep)
+    assert order == ["sleep 30", "a", "a", "sleep 30", "b", "b"] * 2
+    assert times == {"a": [pytest.approx(3.0)] * 2, "b": [pytest.approx(1.0)] * 2}
+    with pytest.raises(ValueError, match="settle_ms"):
+        harness.alternate({"a": lambda: None}, 1, settle_ms=-1.0)
