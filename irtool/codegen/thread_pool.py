@@ -45,6 +45,7 @@ from irtool.tir_transform.parallel import CHUNKS_PER_THREAD
 
 RUNTIME = "irtool_parallel_for"
 SHUTDOWN = "irtool_pool_shutdown"
+ENTER, LEAVE = "irtool_pool_enter", "irtool_pool_leave"
 # Rounds of `sched_yield` an idle worker polls before it sleeps: about 0.3-1 ms on an idle core
 # (one syscall each), enough to bridge the serial kernels between the parallel loops of one
 # inference; on a loaded host each round hands the core to whoever else is runnable.
@@ -103,6 +104,7 @@ RUNTIME_TEXT = f"""{_JOB} = type {{ ptr, ptr, i64, i64, i64, i64, i64, i32 }}
 {_POOL}.closed = internal global i32 1, align 4
 {_POOL}.active = internal global i32 0, align 4
 {_POOL}.sleepers = internal global i32 0, align 4
+{_POOL}.sections = internal global i32 0, align 64
 {_POOL}.stop = internal global i32 0, align 4
 {_POOL}.pid = internal global i32 0, align 4
 {_POOL}.workers = internal global i32 0, align 4
@@ -161,20 +163,24 @@ idle:
   %seen = phi i64 [ %start, %entry ], [ %g.job, %left ]
   br label %spin
 spin:
-  %i = phi i32 [ 0, %idle ], [ %i.next, %spin.yield ]
+  %i = phi i32 [ 0, %idle ], [ %i.next, %spin.yield ], [ 0, %rewoken ]
   %g = load atomic i64, ptr {_POOL}.generation seq_cst, align 8
   %new = icmp ne i64 %g, %seen
   br i1 %new, label %enter, label %spin.stop
 spin.stop:
   %stop = load atomic i32, ptr {_POOL}.stop seq_cst, align 4
   %stopping = icmp ne i32 %stop, 0
-  br i1 %stopping, label %exit, label %spin.more
-spin.more:
-  %more = icmp ult i32 %i, {SPIN_YIELDS}
+  br i1 %stopping, label %exit, label %spin.section
+spin.section:
+  %sections = load atomic i32, ptr {_POOL}.sections seq_cst, align 4
+  %inside = icmp sgt i32 %sections, 0
+  %short = icmp ult i32 %i, {SPIN_YIELDS}
+  %more = or i1 %inside, %short
   br i1 %more, label %spin.yield, label %sleep
 spin.yield:
   %y = call i32 @sched_yield()
-  %i.next = add i32 %i, 1
+  %i.count = add i32 %i, 1
+  %i.next = select i1 %inside, i32 0, i32 %i.count
   br label %spin
 sleep:
   %l = call i32 @pthread_mutex_lock(ptr {_POOL}.lock)
@@ -185,7 +191,10 @@ check:
   %new.s = icmp ne i64 %g.s, %seen
   %stop.s = load atomic i32, ptr {_POOL}.stop seq_cst, align 4
   %stopping.s = icmp ne i32 %stop.s, 0
-  %up = or i1 %new.s, %stopping.s
+  %sections.s = load atomic i32, ptr {_POOL}.sections seq_cst, align 4
+  %inside.s = icmp sgt i32 %sections.s, 0
+  %job.s = or i1 %new.s, %stopping.s
+  %up = or i1 %job.s, %inside.s
   br i1 %up, label %woken, label %wait
 wait:
   %w = call i32 @pthread_cond_wait(ptr {_POOL}.wake, ptr {_POOL}.lock)
@@ -193,9 +202,13 @@ wait:
 woken:
   %out = atomicrmw sub ptr {_POOL}.sleepers, i32 1 seq_cst
   %u = call i32 @pthread_mutex_unlock(ptr {_POOL}.lock)
-  br i1 %stopping.s, label %exit, label %enter
+  br i1 %stopping.s, label %exit, label %woken.job
+woken.job:
+  br i1 %new.s, label %enter, label %rewoken
+rewoken:
+  br label %spin
 enter:
-  %g.job = phi i64 [ %g, %spin ], [ %g.s, %woken ]
+  %g.job = phi i64 [ %g, %spin ], [ %g.s, %woken.job ]
   %a.in = atomicrmw add ptr {_POOL}.active, i32 1 seq_cst
   %closed = load atomic i32, ptr {_POOL}.closed seq_cst, align 4
   %open = icmp eq i32 %closed, 0
@@ -330,6 +343,27 @@ finish:
   ret i32 %status
 }}
 
+define internal void @{ENTER}() #0 {{
+entry:
+  %s = atomicrmw add ptr {_POOL}.sections, i32 1 seq_cst
+  %sleepers = load atomic i32, ptr {_POOL}.sleepers seq_cst, align 4
+  %asleep = icmp ne i32 %sleepers, 0
+  br i1 %asleep, label %owner, label %out
+owner:
+{_started_here("wake", "out")}
+wake:
+{_wake_all("wake")}
+  br label %out
+out:
+  ret void
+}}
+
+define internal void @{LEAVE}() #0 {{
+entry:
+  %s = atomicrmw sub ptr {_POOL}.sections, i32 1 seq_cst
+  ret void
+}}
+
 define internal void @{SHUTDOWN}() #0 {{
 entry:
   %again = atomicrmw xchg ptr {_POOL}.stop, i32 1 seq_cst
@@ -371,6 +405,30 @@ out:
 # entry module and lets the kernels' modules call it by name: one pool per loaded object still.
 EXPORTED_RUNTIME_TEXT = RUNTIME_TEXT.replace(f"define internal i32 @{RUNTIME}(", f"define hidden i32 @{RUNTIME}(")
 RUNTIME_DECLARATION = f"declare hidden i32 @{RUNTIME}(ptr, ptr, i64, i64, i32)"
+
+
+
+def with_sections(entry_text: str, run: str) -> str:
+    """`entry_text` (LLVM IR defining `@<run>`, the module's inference entry) with that function
+    renamed `@<run>.inference` (internal) and called by a new `@<run>` between the pool's
+    `@{ENTER}` and `@{LEAVE}`: an inference wakes parked workers as it starts, so their wake-up
+    overlaps its first serial work, and keeps them polling between its parallel loops."""
+    head = f"define i32 @{run}("
+    start = entry_text.find(head)
+    if start < 0:
+        raise ValueError(f"no definition of @{run} in the entry text")
+    params = entry_text[start + len(head):entry_text.index(") #0 {", start)].split(", ")
+    args = ", ".join(f"{p.split()[0]} {p.split()[-1]}" for p in params)
+    wrapper = f"""define i32 @{run}({', '.join(params)}) #0 {{
+entry:
+  call void @{ENTER}()
+  %status = call i32 @{run}.inference({args})
+  call void @{LEAVE}()
+  ret i32 %status
+}}
+"""
+    return entry_text.replace(head, f"define internal i32 @{run}.inference(", 1) + "\n" + wrapper
+
 
 DECLARATIONS = {"pthread_create": "declare i32 @pthread_create(ptr, ptr, ptr, ptr)",
                 "pthread_join": "declare i32 @pthread_join(i64, ptr)",

@@ -170,7 +170,12 @@ def test_build_with_threads_marks_and_runs_the_kernels() -> None:
     x, y = (rng.standard_normal((1024, 1024)).astype(np.float32) for _ in range(2))
     serial = build(mod, opt_level=1)
     threaded = build(mod, opt_level=1, threads=2)
-    assert "pthread_create" not in serial.ir
+    assert "pthread_create" not in serial.ir and "irtool_pool" not in serial.ir
+    # Each inference is a section of the pool: `_run` opens it, runs the kernels, closes it.
+    run = re.search(r"^define i32 @irtool_run\(.*?^}", threaded.ir, re.M | re.S).group(0)  # type: ignore[union-attr]
+    assert re.findall(r"call \w+ @([\w.]+)\(", run) == ["irtool_pool_enter", "irtool_run.inference",
+                                                        "irtool_pool_leave"]
+    assert "define internal i32 @irtool_run.inference(" in threaded.ir
     # relu(add) gets a worker; the full sum (a reduction into one element) does not.
     assert threaded.ir.count("@irtool_parallel_for(ptr @irtool_fused_add_nn_relu_par0") == 1
     assert "_fused_sum_par" not in threaded.ir
