@@ -11,14 +11,21 @@ or the status of a failing chunk (a failed `assert` inside the loop).
 - **One job at a time.** A call takes the pool with a compare-and-swap on `busy`; a call that
   finds it taken (another C thread is in a parallel loop of this module) runs its loop serially
   on its own thread, so concurrent callers neither wait for each other nor deadlock.
-- **Woken per job, parked between jobs.** The caller publishes the job (in the pool's globals)
-  by bumping `generation` and works on it too: every participant claims the next chunk with an
-  atomic increment until none is left, so a worker the scheduler runs late finds nothing left
-  instead of holding the caller up. An idle worker polls `generation` with `sched_yield` for
-  `SPIN_YIELDS` rounds (back-to-back loops of one inference find it awake), then sleeps on a
-  pthread condition variable; the caller signals it only when some worker sleeps (`sleepers`,
-  read after the bump: both sides use sequentially consistent atomics, so either the worker sees
-  the new generation or the caller sees the sleeper).
+- **Awake during an inference, parked between inferences.** The caller publishes the job (in the
+  pool's globals) by bumping `generation` and works on it too: every participant claims the next
+  chunk with an atomic increment until none is left, so a worker the scheduler runs late finds
+  nothing left instead of holding the caller up. A module's `_run` is a *section*
+  (`@irtool_pool_enter` / `@irtool_pool_leave` around it, `with_sections`): entering counts it
+  in `sections` and wakes sleeping workers at once, without waiting for them, so their wake-up
+  (tens of microseconds to milliseconds on a VM) overlaps the inference's first serial work.
+  While any section is open an idle worker polls `generation` with `sched_yield` and never
+  sleeps (each round hands the core to whoever else is runnable on a loaded host); otherwise it
+  polls `SPIN_YIELDS` rounds (loops called outside `_run`, and the moment after an inference)
+  and then sleeps on a pthread condition variable. Whoever makes a sleeper's reason to wake
+  true (a new generation, a section, `stop`) reads `sleepers` after writing it and signals only
+  if some worker sleeps; the worker counts itself in `sleepers` before it checks the reasons:
+  both sides use sequentially consistent atomics, so one of them sees the other. Sections are
+  counted, so runs from several C threads at once nest and overlap freely.
 - **Closing a job.** When every chunk is done the caller sets `closed` and waits until no worker
   is inside the job (`active`): a worker counts itself in, then reads `closed`, and leaves
   without touching the job when it is set. Only then may the next job overwrite the fields.
@@ -30,7 +37,8 @@ or the status of a failing chunk (a failed `assert` inside the loop).
 - **fork.** The pool records the process that started it (`getpid`): a forked child starts its
   own workers (re-initialising the mutex and condition variable, which may have been copied
   locked) and shutdown never joins another process's threads. A child forked while another of
-  the parent's threads held the pool runs its loops serially.
+  the parent's threads held the pool runs its loops serially; one forked while another thread
+  was inside `_run` inherits that open section, so its workers poll rather than park.
 
 ABI facts used here (documented assumptions, not portable C): `pthread_t` is 8 bytes (x86-64
 and AArch64 glibc and musl: `unsigned long`); `pthread_mutex_t` and `pthread_cond_t` live in
@@ -46,9 +54,9 @@ from irtool.tir_transform.parallel import CHUNKS_PER_THREAD
 RUNTIME = "irtool_parallel_for"
 SHUTDOWN = "irtool_pool_shutdown"
 ENTER, LEAVE = "irtool_pool_enter", "irtool_pool_leave"
-# Rounds of `sched_yield` an idle worker polls before it sleeps: about 0.3-1 ms on an idle core
-# (one syscall each), enough to bridge the serial kernels between the parallel loops of one
-# inference; on a loaded host each round hands the core to whoever else is runnable.
+# Rounds of `sched_yield` an idle worker polls outside sections before it sleeps: about 0.3-1 ms
+# on an idle core (one syscall each), enough to bridge the serial code between parallel loops
+# called outside `_run`; on a loaded host each round hands the core to whoever else is runnable.
 SPIN_YIELDS = 1024
 # Opaque storage for a pthread_mutex_t / pthread_cond_t (see the module docstring).
 PTHREAD_STORAGE = 64
