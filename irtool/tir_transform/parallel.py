@@ -10,6 +10,10 @@ too, until it has enough: `for %s { for %no { B } }` becomes `for %s_no in paral
 { let %s = floordiv(%s_no, NO); let %no = floormod(%s_no, NO); B }`. Sibling loops of one range
 directly inside (a tile's main and remainder nests over the same channel blocks) count as one
 loop (`for %k { let %no = %k; B1; let %no_1 = %k; B2 }`) when that jammed loop is disjoint.
+
+In a kernel that gets parallel loops, serial loops of one iteration (a batch of 1) give way to
+their body with the variable replaced by its value, so that no worker indexes with a captured
+variable whose value its code cannot know.
 """
 
 from __future__ import annotations
