@@ -34,7 +34,7 @@ from irtool.analysis.memory_plan import INPUT
 from irtool.analysis.plan_attrs import read_plan
 from irtool.analysis.typecheck import infer_types
 from irtool.target import TargetOptions
-from irtool.codegen.thread_pool import EXPORTED_RUNTIME_TEXT, RUNTIME_DECLARATION
+from irtool.codegen.thread_pool import EXPORTED_RUNTIME_TEXT, RUNTIME_DECLARATION, with_sections
 from irtool.codegen.tir_to_llvm import STATUS_MISALIGNED, STATUS_OK, ModuleContext, primfunc_to_llvm
 from irtool.codegen.types import element_bytes
 from irtool.core.span import Span
@@ -574,6 +574,8 @@ def generate_module(mod: IRModule, prefix: str, options: TargetOptions,
             kernel_defines[symbol] = "\n".join([_with_attributes(define, RUN_KERNEL if name in builder.run_kernels
                                                                  else INIT_KERNEL), *workers])
             arity[symbol] = len(kernels[name].params)
+        if ctx.has_runtime:   # threaded: each inference is a section of the pool (its workers awake)
+            entry_text = with_sections(entry_text, f"{prefix}_run")
         parts += [*kernel_defines.values(), entry_text]
         globals_ = builder.globals
         used = sorted(builder.kernel_align)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from irtool.codegen.thread_pool import DECLARATIONS, RUNTIME
 from irtool.codegen.types import is_unsigned, value_type
-from irtool.ir.tir import Allocate, Buffer, BufferLoad, BufferStore, For, LetStmt, Stmt, Var
+from irtool.ir.tir import Allocate, BinaryOp, Buffer, BufferLoad, BufferStore, For, IntImm, LetStmt, Stmt, Var
 from irtool.tir_transform.mutator import stmt_parts, walk_exprs, walk_stmts
 
 if TYPE_CHECKING:
@@ -107,5 +107,16 @@ def loop_bound(emitter: FunctionEmitter, var: Var, wide: str) -> str:
 
 
 def body_of(loop: For, begin: Var, end: Var) -> Stmt:
-    """The loop as the worker runs it: serial over `[begin, end)`."""
-    return For(loop.var, begin, end, "serial", loop.body, loop.span)
+    """The loop as the worker runs it: serial over `[begin, end)`. Where the loop's range is
+    constant the body sees the variable clamped to it, which changes nothing (every chunk lies
+    inside the range) but gives LLVM the variable's range as the serial kernel's constant bounds
+    do: without it a `floordiv` of the variable kept its sign fix-ups, which the SLP vectorizer
+    turned into vector code whose row pointers spilled the accumulators of a conv's inner loop
+    (Inception-v2's 3x3 conv of 64 to 192 channels took 1.5-4x the serial kernel's time)."""
+    if type(loop.begin) is not IntImm or type(loop.end) is not IntImm:
+        return For(loop.var, begin, end, "serial", loop.body, loop.span)
+    var = loop.var
+    chunk = Var(f"{var.name}_chunk", var.dtype, var.span)
+    last = IntImm(loop.end.value - 1, var.dtype)
+    clamped = BinaryOp("max", BinaryOp("min", chunk, last), loop.begin)
+    return For(chunk, begin, end, "serial", LetStmt(var, clamped, loop.body, loop.span), loop.span)

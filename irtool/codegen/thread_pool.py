@@ -11,14 +11,21 @@ or the status of a failing chunk (a failed `assert` inside the loop).
 - **One job at a time.** A call takes the pool with a compare-and-swap on `busy`; a call that
   finds it taken (another C thread is in a parallel loop of this module) runs its loop serially
   on its own thread, so concurrent callers neither wait for each other nor deadlock.
-- **Woken per job, parked between jobs.** The caller publishes the job (in the pool's globals)
-  by bumping `generation` and works on it too: every participant claims the next chunk with an
-  atomic increment until none is left, so a worker the scheduler runs late finds nothing left
-  instead of holding the caller up. An idle worker polls `generation` with `sched_yield` for
-  `SPIN_YIELDS` rounds (back-to-back loops of one inference find it awake), then sleeps on a
-  pthread condition variable; the caller signals it only when some worker sleeps (`sleepers`,
-  read after the bump: both sides use sequentially consistent atomics, so either the worker sees
-  the new generation or the caller sees the sleeper).
+- **Awake during an inference, parked between inferences.** The caller publishes the job (in the
+  pool's globals) by bumping `generation` and works on it too: every participant claims the next
+  chunk with an atomic increment until none is left, so a worker the scheduler runs late finds
+  nothing left instead of holding the caller up. A module's `_run` is a *section*
+  (`@irtool_pool_enter` / `@irtool_pool_leave` around it, `with_sections`): entering counts it
+  in `sections` and wakes sleeping workers at once, without waiting for them, so their wake-up
+  (tens of microseconds to milliseconds on a VM) overlaps the inference's first serial work.
+  While any section is open an idle worker polls `generation` with `sched_yield` and never
+  sleeps (each round hands the core to whoever else is runnable on a loaded host); otherwise it
+  polls `SPIN_YIELDS` rounds (loops called outside `_run`, and the moment after an inference)
+  and then sleeps on a pthread condition variable. Whoever makes a sleeper's reason to wake
+  true (a new generation, a section, `stop`) reads `sleepers` after writing it and signals only
+  if some worker sleeps; the worker counts itself in `sleepers` before it checks the reasons:
+  both sides use sequentially consistent atomics, so one of them sees the other. Sections are
+  counted, so runs from several C threads at once nest and overlap freely.
 - **Closing a job.** When every chunk is done the caller sets `closed` and waits until no worker
   is inside the job (`active`): a worker counts itself in, then reads `closed`, and leaves
   without touching the job when it is set. Only then may the next job overwrite the fields.
@@ -30,7 +37,8 @@ or the status of a failing chunk (a failed `assert` inside the loop).
 - **fork.** The pool records the process that started it (`getpid`): a forked child starts its
   own workers (re-initialising the mutex and condition variable, which may have been copied
   locked) and shutdown never joins another process's threads. A child forked while another of
-  the parent's threads held the pool runs its loops serially.
+  the parent's threads held the pool runs its loops serially; one forked while another thread
+  was inside `_run` inherits that open section, so its workers poll rather than park.
 
 ABI facts used here (documented assumptions, not portable C): `pthread_t` is 8 bytes (x86-64
 and AArch64 glibc and musl: `unsigned long`); `pthread_mutex_t` and `pthread_cond_t` live in
@@ -45,9 +53,10 @@ from irtool.tir_transform.parallel import CHUNKS_PER_THREAD
 
 RUNTIME = "irtool_parallel_for"
 SHUTDOWN = "irtool_pool_shutdown"
-# Rounds of `sched_yield` an idle worker polls before it sleeps: about 0.3-1 ms on an idle core
-# (one syscall each), enough to bridge the serial kernels between the parallel loops of one
-# inference; on a loaded host each round hands the core to whoever else is runnable.
+ENTER, LEAVE = "irtool_pool_enter", "irtool_pool_leave"
+# Rounds of `sched_yield` an idle worker polls outside sections before it sleeps: about 0.3-1 ms
+# on an idle core (one syscall each), enough to bridge the serial code between parallel loops
+# called outside `_run`; on a loaded host each round hands the core to whoever else is runnable.
 SPIN_YIELDS = 1024
 # Opaque storage for a pthread_mutex_t / pthread_cond_t (see the module docstring).
 PTHREAD_STORAGE = 64
@@ -103,6 +112,7 @@ RUNTIME_TEXT = f"""{_JOB} = type {{ ptr, ptr, i64, i64, i64, i64, i64, i32 }}
 {_POOL}.closed = internal global i32 1, align 4
 {_POOL}.active = internal global i32 0, align 4
 {_POOL}.sleepers = internal global i32 0, align 4
+{_POOL}.sections = internal global i32 0, align 64
 {_POOL}.stop = internal global i32 0, align 4
 {_POOL}.pid = internal global i32 0, align 4
 {_POOL}.workers = internal global i32 0, align 4
@@ -161,20 +171,24 @@ idle:
   %seen = phi i64 [ %start, %entry ], [ %g.job, %left ]
   br label %spin
 spin:
-  %i = phi i32 [ 0, %idle ], [ %i.next, %spin.yield ]
+  %i = phi i32 [ 0, %idle ], [ %i.next, %spin.yield ], [ 0, %rewoken ]
   %g = load atomic i64, ptr {_POOL}.generation seq_cst, align 8
   %new = icmp ne i64 %g, %seen
   br i1 %new, label %enter, label %spin.stop
 spin.stop:
   %stop = load atomic i32, ptr {_POOL}.stop seq_cst, align 4
   %stopping = icmp ne i32 %stop, 0
-  br i1 %stopping, label %exit, label %spin.more
-spin.more:
-  %more = icmp ult i32 %i, {SPIN_YIELDS}
+  br i1 %stopping, label %exit, label %spin.section
+spin.section:
+  %sections = load atomic i32, ptr {_POOL}.sections seq_cst, align 4
+  %inside = icmp sgt i32 %sections, 0
+  %short = icmp ult i32 %i, {SPIN_YIELDS}
+  %more = or i1 %inside, %short
   br i1 %more, label %spin.yield, label %sleep
 spin.yield:
   %y = call i32 @sched_yield()
-  %i.next = add i32 %i, 1
+  %i.count = add i32 %i, 1
+  %i.next = select i1 %inside, i32 0, i32 %i.count
   br label %spin
 sleep:
   %l = call i32 @pthread_mutex_lock(ptr {_POOL}.lock)
@@ -185,7 +199,10 @@ check:
   %new.s = icmp ne i64 %g.s, %seen
   %stop.s = load atomic i32, ptr {_POOL}.stop seq_cst, align 4
   %stopping.s = icmp ne i32 %stop.s, 0
-  %up = or i1 %new.s, %stopping.s
+  %sections.s = load atomic i32, ptr {_POOL}.sections seq_cst, align 4
+  %inside.s = icmp sgt i32 %sections.s, 0
+  %job.s = or i1 %new.s, %stopping.s
+  %up = or i1 %job.s, %inside.s
   br i1 %up, label %woken, label %wait
 wait:
   %w = call i32 @pthread_cond_wait(ptr {_POOL}.wake, ptr {_POOL}.lock)
@@ -193,9 +210,13 @@ wait:
 woken:
   %out = atomicrmw sub ptr {_POOL}.sleepers, i32 1 seq_cst
   %u = call i32 @pthread_mutex_unlock(ptr {_POOL}.lock)
-  br i1 %stopping.s, label %exit, label %enter
+  br i1 %stopping.s, label %exit, label %woken.job
+woken.job:
+  br i1 %new.s, label %enter, label %rewoken
+rewoken:
+  br label %spin
 enter:
-  %g.job = phi i64 [ %g, %spin ], [ %g.s, %woken ]
+  %g.job = phi i64 [ %g, %spin ], [ %g.s, %woken.job ]
   %a.in = atomicrmw add ptr {_POOL}.active, i32 1 seq_cst
   %closed = load atomic i32, ptr {_POOL}.closed seq_cst, align 4
   %open = icmp eq i32 %closed, 0
@@ -330,6 +351,27 @@ finish:
   ret i32 %status
 }}
 
+define internal void @{ENTER}() #0 {{
+entry:
+  %s = atomicrmw add ptr {_POOL}.sections, i32 1 seq_cst
+  %sleepers = load atomic i32, ptr {_POOL}.sleepers seq_cst, align 4
+  %asleep = icmp ne i32 %sleepers, 0
+  br i1 %asleep, label %owner, label %out
+owner:
+{_started_here("wake", "out")}
+wake:
+{_wake_all("wake")}
+  br label %out
+out:
+  ret void
+}}
+
+define internal void @{LEAVE}() #0 {{
+entry:
+  %s = atomicrmw sub ptr {_POOL}.sections, i32 1 seq_cst
+  ret void
+}}
+
 define internal void @{SHUTDOWN}() #0 {{
 entry:
   %again = atomicrmw xchg ptr {_POOL}.stop, i32 1 seq_cst
@@ -371,6 +413,30 @@ out:
 # entry module and lets the kernels' modules call it by name: one pool per loaded object still.
 EXPORTED_RUNTIME_TEXT = RUNTIME_TEXT.replace(f"define internal i32 @{RUNTIME}(", f"define hidden i32 @{RUNTIME}(")
 RUNTIME_DECLARATION = f"declare hidden i32 @{RUNTIME}(ptr, ptr, i64, i64, i32)"
+
+
+
+def with_sections(entry_text: str, run: str) -> str:
+    """`entry_text` (LLVM IR defining `@<run>`, the module's inference entry) with that function
+    renamed `@<run>.inference` (internal) and called by a new `@<run>` between the pool's
+    `@{ENTER}` and `@{LEAVE}`: an inference wakes parked workers as it starts, so their wake-up
+    overlaps its first serial work, and keeps them polling between its parallel loops."""
+    head = f"define i32 @{run}("
+    start = entry_text.find(head)
+    if start < 0:
+        raise ValueError(f"no definition of @{run} in the entry text")
+    params = entry_text[start + len(head):entry_text.index(") #0 {", start)].split(", ")
+    args = ", ".join(f"{p.split()[0]} {p.split()[-1]}" for p in params)
+    wrapper = f"""define i32 @{run}({', '.join(params)}) #0 {{
+entry:
+  call void @{ENTER}()
+  %status = call i32 @{run}.inference({args})
+  call void @{LEAVE}()
+  ret i32 %status
+}}
+"""
+    return entry_text.replace(head, f"define internal i32 @{run}.inference(", 1) + "\n" + wrapper
+
 
 DECLARATIONS = {"pthread_create": "declare i32 @pthread_create(ptr, ptr, ptr, ptr)",
                 "pthread_join": "declare i32 @pthread_join(i64, ptr)",

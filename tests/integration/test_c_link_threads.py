@@ -1,5 +1,7 @@
 """An object file compiled with `--threads N` links into a C program (with -pthread) and computes
-what the interpreter computes, from one C thread, from two at once and in a forked child. The
+what the interpreter computes, from one C thread (also after idle gaps, in which the pool's
+workers park until the next run wakes them), from two at once (one of them pausing between runs,
+so their runs' sections of the pool overlap and interleave) and in a forked child. The
 driver wraps `pthread_create` and `pthread_join` (`-Wl,--wrap`) to count the workers the model's
 pool starts (N - 1 once, however many runs and loops; none for `--threads 1`, whose object has no
 pthread reference at all) and joins at exit, and to refuse every thread (the model then runs
@@ -68,18 +70,21 @@ static float *ramp_f(size_t n, double scale) {
 
 #define N0 (32 * 32 * 32)
 #define N2 512
-struct job { struct model_inputs *in; struct model_outputs out; void *ws; int rounds; int32_t status; };
+struct job { struct model_inputs *in; struct model_outputs out; void *ws; int rounds; int gap_us; int32_t status; };
 
-static struct job job_for(struct model_inputs *in, int rounds) {
+static struct job job_for(struct model_inputs *in, int rounds, int gap_us) {
   struct job j = { in, { .output0 = aligned_alloc(64, N0 * 4), .output1 = aligned_alloc(64, 64),
                          .output2 = aligned_alloc(64, N2 * 4) },
-                   aligned_alloc(64, (model_workspace_size + 63) / 64 * 64 + 64), rounds, 0 };
+                   aligned_alloc(64, (model_workspace_size + 63) / 64 * 64 + 64), rounds, gap_us, 0 };
   return j;
 }
 
-static void *runs(void *arg) {   /* `rounds` runs in a row: nothing may be left over from a run */
+static void *runs(void *arg) {   /* `rounds` runs, `gap_us` apart: nothing may be left over from a run */
   struct job *j = arg;
-  for (int r = 0; r < j->rounds; r++) j->status |= model_run(j->in, &j->out, j->ws);
+  for (int r = 0; r < j->rounds; r++) {
+    if (j->gap_us) usleep(j->gap_us);
+    j->status |= model_run(j->in, &j->out, j->ws);
+  }
   return NULL;
 }
 
@@ -93,18 +98,21 @@ int main(int argc, char **argv) {
   refuse = argc > 1 && !strcmp(argv[1], "refuse");
   struct model_inputs in = { .x = ramp_f(16 * 64 * 64, 1.0), .w = ramp_f(32 * 16 * 9, 0.2), .b = ramp_f(32, 0.1),
                              .z = ramp_f(512 * 1024, 2.0) };
-  struct job first = job_for(&in, 2);
+  struct job first = job_for(&in, 2, 0);
   runs(&first);
   if (first.status != 0) { printf("status %d\n", first.status); return 1; }
+  /* Runs 30 ms apart: long enough for the workers to park after each. */
+  struct job idle = job_for(&in, 4, 30000);
+  runs(&idle);
   /* Two C threads run the model at once, each with its own workspace (`_init` already ran). */
-  struct job pair[2] = { job_for(&in, 25), job_for(&in, 25) };
+  struct job pair[2] = { job_for(&in, 25, 0), job_for(&in, 25, 2000) };
   pthread_t t[2];
   for (int k = 0; k < 2; k++) __real_pthread_create(&t[k], NULL, runs, &pair[k]);
   for (int k = 0; k < 2; k++) __real_pthread_join(t[k], NULL);
   /* A forked child runs it too (on workers of its own) and exits through the pool's shutdown. */
   pid_t child = fork();
   if (child == 0) {
-    struct job again = job_for(&in, 3);
+    struct job again = job_for(&in, 3, 0);
     runs(&again);
     exit(same(&again, &first) ? 0 : 3);
   }
@@ -114,7 +122,8 @@ int main(int argc, char **argv) {
   for (int i = 0; i < N0; i++) printf(" %.9g", first.out.output0[i]);
   printf("\noutput1 %.9g\noutput2", first.out.output1[0]);
   for (int i = 0; i < N2; i++) printf(" %.9g", first.out.output2[i]);
-  printf("\nconcurrent %d\nchild %d\ncreated %d\n", same(&pair[0], &first) && same(&pair[1], &first),
+  printf("\nidle %d\nconcurrent %d\nchild %d\ncreated %d\n", same(&idle, &first),
+         same(&pair[0], &first) && same(&pair[1], &first),
          WIFEXITED(waited) ? WEXITSTATUS(waited) : 100 + WTERMSIG(waited), created);
   return 0;
 }
@@ -150,13 +159,13 @@ def test_threaded_object_links_into_a_c_program(tmp_path: Path, threads: int) ->
         done = subprocess.run([str(tmp_path / "prog"), *(["refuse"] if refuse else [])], capture_output=True,
                               text=True, check=True, timeout=600)
         lines = dict(line.split(" ", 1) for line in done.stdout.strip().splitlines())
-        # The pool starts threads - 1 workers once, on the first of the 2 + 2 * 25 runs, whatever the
+        # The pool starts threads - 1 workers once, on the first of the 2 + 4 + 2 * 25 runs, whatever the
         # number of parallel loops; at exit it joins them. Where no thread can be created, every loop
         # runs on the calling thread.
         workers = 0 if refuse else threads - 1
         assert int(lines["created"]) == workers
         assert done.stderr.count("joined") == workers
-        assert lines["concurrent"] == "1" and lines["child"] == "0"
+        assert lines["idle"] == "1" and lines["concurrent"] == "1" and lines["child"] == "0"
         np.testing.assert_allclose(np.array(lines["output0"].split(), np.float32), want[0].ravel(), rtol=1e-5,
                                    atol=1e-7)
         np.testing.assert_allclose(np.float32(lines["output1"]), want[1], rtol=1e-5)

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from irtool.codegen import TargetOptions, generate_module
+from irtool.codegen.compile import compile_module
 from irtool.eval.tir_interp import run_primfunc
 from irtool.ir.module import IRModule
 from irtool.ir.tir import PrimFunc
@@ -150,6 +151,26 @@ def test_one_thread_is_the_serial_code_of_before() -> None:
     assert "pthread_create" in generate_module(parallelize_kernels(mod, 2), "m", TargetOptions(opt_level=0, threads=2)).ir
 
 
+def test_the_worker_knows_the_loop_variables_range() -> None:
+    """A chunk's bounds come from the runtime, but the loop's constant range still reaches LLVM:
+    `floordiv`/`floormod` of the variable compile to unsigned division, as in the serial kernel
+    (the signed fix-ups once cost a conv 1.5-4x its serial time)."""
+    mod = _module("""
+  for %s in parallel(0, 1000) {
+    for %r in range(0, 8) {
+      %out[floordiv(%s * 8 + %r, 56), floormod(%s * 8 + %r, 56)] = %a[%s, %r];
+    }
+  }""", "%a: Buffer[(1000, 8), float32], %out: Buffer[(143, 56), float32]")
+    for threads in (1, 2):
+        options = TargetOptions(cpu="x86-64", triple="x86_64-unknown-linux-gnu", threads=threads)
+        ir = str(compile_module(parallelize_kernels(mod, threads), "m", options).llvm_module)
+        kernel = "m_f_par0_body" if threads > 1 else "m_f"
+        body = re.search(rf"^define [^@]*@{kernel}\(.*?^}}", ir, re.M | re.S).group(0)  # type: ignore[union-attr]
+        assert not re.search(r"= s(div|rem) ", body) and re.search(r"= u(div|rem) ", body)
+    native = _agrees(mod, [np.arange(8000, dtype=np.float32).reshape(1000, 8), np.zeros((143, 56), np.float32)], 2)
+    assert np.array_equal(native[1].ravel()[:8000], np.arange(8000))
+
+
 @pytest.mark.parametrize("threads", [0, -3, 2**31, 2**40])
 def test_the_thread_count_must_fit_the_runtimes_int32(threads: int) -> None:
     """2**40 was once accepted by `irtool.build` and truncated to a 32-bit count in the runtime."""
@@ -170,7 +191,12 @@ def test_build_with_threads_marks_and_runs_the_kernels() -> None:
     x, y = (rng.standard_normal((1024, 1024)).astype(np.float32) for _ in range(2))
     serial = build(mod, opt_level=1)
     threaded = build(mod, opt_level=1, threads=2)
-    assert "pthread_create" not in serial.ir
+    assert "pthread_create" not in serial.ir and "irtool_pool" not in serial.ir
+    # Each inference is a section of the pool: `_run` opens it, runs the kernels, closes it.
+    run = re.search(r"^define i32 @irtool_run\(.*?^}", threaded.ir, re.M | re.S).group(0)  # type: ignore[union-attr]
+    assert re.findall(r"call \w+ @([\w.]+)\(", run) == ["irtool_pool_enter", "irtool_run.inference",
+                                                        "irtool_pool_leave"]
+    assert "define internal i32 @irtool_run.inference(" in threaded.ir
     # relu(add) gets a worker; the full sum (a reduction into one element) does not.
     assert threaded.ir.count("@irtool_parallel_for(ptr @irtool_fused_add_nn_relu_par0") == 1
     assert "_fused_sum_par" not in threaded.ir

@@ -193,6 +193,26 @@ def test_one_iteration_loops_are_entered_and_nests_chosen_one_by_one() -> None:
     assert sorted(parallel_names(parallelize(func, min_work=1))) == ["c", "c2"]
 
 
+def test_one_iteration_loops_around_a_chosen_loop_become_their_value() -> None:
+    # A batch of 1: the worker gets the index 0 itself, not a variable it knows nothing of.
+    func = kernel("""
+  for %n in range(0, 1) {
+    for %c in range(0, 64) {
+      %out[%n * 64 + %c, 0] = %a[%c, %n];
+    }
+  }""", "%a: Buffer[(64, 32), float32], %out: Buffer[(64, 32), float32]")
+    marked = parallelize(func, min_work=1)
+    assert parallel_names(marked) == ["c"]
+    assert "%n" not in print_primfunc("k", marked) and "%out[0 * 64 + %c, 0] = %a[%c, 0]" in print_primfunc("k", marked)
+    a = np.arange(64 * 32, dtype=np.float32).reshape(64, 32)
+    for f, threads in ((func, 1), (marked, 2)):
+        out = aligned_empty((64, 32), np.float32)
+        out[...] = 0
+        lib = build_kernels(parse_module(f'#[version = "0.0.5"]\n{print_primfunc("k", f)}', "k.tir"), threads=threads)
+        assert lib["k"](np.ascontiguousarray(a), out) == 0
+        np.testing.assert_array_equal(out[:, 0], a[:, 0])
+
+
 def test_small_nests_stay_serial() -> None:
     func = kernel(ELEMENTWISE)
     assert choose_parallel_loops(func, min_work=64 * 32) == {id(loop(func, "i"))}
