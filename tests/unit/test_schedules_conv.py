@@ -9,6 +9,10 @@ strides, dilations, asymmetric padding, groups, kernels given as OIHW or pre-blo
 
 from __future__ import annotations
 
+import platform
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -23,6 +27,7 @@ from irtool.lower.schedules.pad import pad_nchw
 from irtool.lower.te import Builder, Placeholder
 from irtool.syntax.parser import parse
 from irtool.tir_transform.unroll import expand_unrolled
+from test_schedules_mobile import llvm_ir  # noqa: E402
 
 TILES = [RegisterTile(8, 6), RegisterTile(4, 3), RegisterTile(16, 8), RegisterTile(4, 1, vectors=1)]
 
@@ -150,6 +155,8 @@ def test_channel_tile_is_broadcast_times_weight_vector() -> None:
     ((1, 6, 7, 7), (6, 1, 5, 5), 1, 2, 6),           # depthwise on a 7x7 map: the flat sweep
     ((1, 3, 14, 15), (3, 1, 3, 3), 1, 1, 3),         # depthwise, 14x15: flat on 16 lanes, by rows on 8
     ((1, 16, 5, 37), (24, 16, 1, 1), 1, 0, 1),       # 1x1 over rows of pixel vectors and a tail
+    ((1, 3, 9, 75), (20, 3, 3, 3), 2, 0, 1),         # a 3x3/2 stem: 37 = 32 + 5 columns, rows of vectors
+    ((1, 3, 8, 83), (8, 3, 7, 7), 2, 3, 1),          # a 7x7/2 stem, padded
 ])
 def test_native_conv_matches_reference(shape: tuple[int, ...], weight: tuple[int, ...], strides: int, pad: int,
                                        groups: int) -> None:
@@ -205,3 +212,21 @@ def @main(%x: Tensor[{shape}, float32]) {{
         np.testing.assert_array_equal(got, x.max(axis=(2, 3), keepdims=True))
     else:
         np.testing.assert_allclose(got, x.astype(np.float64).mean(axis=(2, 3), keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86 CPU names")
+def test_a_stem_conv_vectorizes_its_output_rows(tmp_path: Path) -> None:
+    """3 input channels, 3x3/2 (SqueezeNet's first conv): output columns are the vectors, each
+    reduction step two loads and the even lanes, each tile stored whole (the channel tile stores
+    one element per lane, extracting its pointer); 111 = 3 x 32 + 15 columns end with a whole
+    vector overlapping the last tile, not a 15-lane one."""
+    src = f"""#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 3, 223, 223), float32], %w: Tensor[(16, 3, 3, 3), float32]) {{
+  nn.conv2d(%x, %w, strides=[2, 2])
+}}"""
+    ir = llvm_ir(tmp_path, src, "skylake-avx512")
+    even = ", ".join(f"i32 {2 * k if 2 * k < 16 else 2 * k + 1}" for k in range(16))
+    assert re.search(rf"shufflevector <16 x float> %\w+, <16 x float> %\w+, <16 x i32> <{even}>", ir)
+    assert "@llvm.fma.v16f32" in ir
+    assert not re.search(r"extractelement <\d+ x ptr>", ir)
+    assert not re.search(r"store <(?!16 x)\d+ x float>", ir)

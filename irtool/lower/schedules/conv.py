@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from irtool.ir.tir import BufferLoad, For, PrimExpr, Stmt, Var, seq
+from irtool.ir.tir import BufferLoad, For, PrimExpr, Ramp, Stmt, Var, seq
 from irtool.lower.schedules.conv_channels import conv2d_channels_tiled
 from irtool.lower.schedules.conv_depthwise import conv2d_depthwise
 from irtool.lower.schedules.layout import in_blocked
 from irtool.lower.schedules.tile import (
+    Block,
     RegisterTile,
     Store,
     blocks,
     register_tile,
     register_tiles,
-    vec,
 )
 from irtool.ir.types import TensorType
 from irtool.lower.te import INDEX, Builder, Idx, Scheduled, Tensor, add, const, mul
@@ -26,14 +26,14 @@ def conv2d_nchw_tiled(data: Tensor, w: Tensor, dtype: str, out_shape: tuple[int,
     OIHW or blocked: each weight is one broadcast scalar) as register tiles of output channels x
     output columns (the columns are the vector axis, contiguous in the input and the output when
     the horizontal stride is 1); None outside that case."""
-    if not (dtype == "float32" and data.dtype == w.dtype == dtype and strides[1] == 1):
+    if not (dtype == "float32" and data.dtype == w.dtype == dtype and strides[1] in (1, 2)):
         return None
     n_ext, o_ext, oh, ow = out_shape
     ic, kh, kw = (int(d) for d in unblocked_shape("nn.conv2d", kernel_layout, TensorType(w.shape, w.dtype), "OIHW")[1:])
     if min(out_shape) == 0 or data.shape[1] != ic:
         return None
     shape = tile or register_tile()
-    sh, (dh, dw) = strides[0], dilation
+    (sh, sw), (dh, dw) = strides, dilation
     nr = shape.lanes * shape.vectors
 
     def emit(builder: Builder, store: Store) -> Stmt:
@@ -42,14 +42,19 @@ def conv2d_nchw_tiled(data: Tensor, w: Tensor, dtype: str, out_shape: tuple[int,
 
         def vector(nt: PrimExpr, x0: PrimExpr, c: PrimExpr, lanes: int, red: Idx) -> PrimExpr:
             rc, ry, rx = red
+            first = add(mul(add(x0, mul(c, shape.lanes)), sw), mul(rx, dw))
             return BufferLoad(db, (b, rc, add(mul(y, sh), mul(ry, dh)),
-                                   vec(add(add(x0, mul(c, shape.lanes)), mul(rx, dw)), lanes)))
+                                   Ramp(first, const(sw), lanes) if lanes > 1 else first))
         tiles = [register_tiles(mb, nb, shape.lanes, dtype, (ic, kh, kw),
                                  lambda o, red: BufferLoad(wb, in_blocked((o, *red), "OIHW", kernel_layout)), vector,
                                  lambda o, cols: (b, o, y, cols), store)
-                 for mb in blocks(o_ext, shape.rows) for nb in blocks(ow, nr)]
+                 for mb in blocks(o_ext, shape.rows) for nb in column_blocks(ow, nr, shape.lanes)]
         return For(b, const(0), const(n_ext), "serial", For(y, const(0), const(oh), "serial", seq(tiles)))
     return Scheduled(out_shape, dtype, emit, "conv2d")
+
+
+# Input channels of a stem conv (`stem`).
+STEM_CHANNELS = 4
 
 
 def pixel_vectors(kernel: tuple[int, int], strides: tuple[int, int], width: int, lanes: int) -> bool:
@@ -58,6 +63,26 @@ def pixel_vectors(kernel: tuple[int, int], strides: tuple[int, int], width: int,
     row holds a vector. On znver4 (AVX-512) that made EfficientNet's 1x1 convs at 112x112 to
     28x28 1.3-1.6x faster with the SiLU epilogue (16 -> 96 channels at 112x112: 2.0 -> 1.2 ms)."""
     return kernel == (1, 1) and strides == (1, 1) and width >= lanes
+
+
+def column_blocks(width: int, tile: int, lanes: int) -> list[Block]:
+    """The column tiles of an output row: full tiles, then the rest as whole vectors ending at
+    the row's end, overlapping the last full tile (its outputs are computed twice and stored
+    twice, alike), where a full tile fits; otherwise `blocks`. A short vector of 15 lanes costs
+    LLVM 8 + 4 + 2 + 1 loads per step (SqueezeNet's stem: 111 = 3 x 32 + 15 columns)."""
+    rest = width % tile
+    if width < tile or rest == 0:
+        return blocks(width, tile)
+    cover = -(-rest // lanes) * lanes
+    return [(0, width // tile, tile), (width - cover, 1, cover)]
+
+
+def stem(channels: int, strides: tuple[int, int], width: int, lanes: int) -> bool:
+    """Whether a conv reading few input channels (an image's 3) vectorizes along its output
+    rows, loading its stride-2 input columns as two vectors and a shuffle: its reduction (27
+    steps for a 3x3 kernel) is too short to hide the channel tile's store, one element at a
+    time into NCHW. SqueezeNet's 3 -> 64 3x3/2 stem ran at 67 GFLOP/s in the channel tile (znver5)."""
+    return channels <= STEM_CHANNELS and strides[1] in (1, 2) and width >= lanes
 
 
 def conv2d_schedule(data: Tensor, w: Tensor, kernel_layout: str, kernel: tuple[int, int], dtype: str,
@@ -76,8 +101,9 @@ def conv2d_schedule(data: Tensor, w: Tensor, kernel_layout: str, kernel: tuple[i
     o_ext, c_ext = out_shape[1], data.shape[1]
     if groups == o_ext == c_ext:
         return conv2d_depthwise(data, w, kernel_layout, kernel, dtype, out_shape, strides, dilation, host.lanes)
-    if groups == 1 and strides[1] == 1 and (o_ext < host.lanes and kernel_layout == "OIHW"
-                                            or pixel_vectors(kernel, strides, out_shape[3], host.lanes)):
+    if groups == 1 and (strides[1] == 1 and (o_ext < host.lanes and kernel_layout == "OIHW"
+                                             or pixel_vectors(kernel, strides, out_shape[3], host.lanes))
+                        or stem(c_ext, strides, out_shape[3], host.lanes)):
         rows = conv2d_nchw_tiled(data, w, dtype, out_shape, strides, dilation, host, kernel_layout)
         if rows is not None:
             return rows
