@@ -23,11 +23,12 @@ from irtool.eval.tir_interp import run_primfunc
 from irtool.ir.tir import Buffer, Call, PrimFunc, children
 from irtool.lower.schedules import RegisterTile, conv2d_channels_tiled
 from irtool.lower.schedules.conv_depthwise import conv2d_depthwise
+from irtool.lower.schedules.conv_flat import conv2d_1x1_flat
 from irtool.lower.schedules.pad import pad_nchw
 from irtool.lower.te import Builder, Placeholder
 from irtool.syntax.parser import parse
 from irtool.tir_transform.unroll import expand_unrolled
-from test_schedules_mobile import llvm_ir  # noqa: E402
+from test_schedules_mobile import llvm_ir, lowered  # noqa: E402
 
 TILES = [RegisterTile(8, 6), RegisterTile(4, 3), RegisterTile(16, 8), RegisterTile(4, 1, vectors=1)]
 
@@ -98,6 +99,21 @@ def test_channel_tile_matches_reference(case: dict) -> None:
 
 
 @settings(deadline=None)
+@given(n=st.integers(1, 2), c=st.integers(1, 9), o=st.integers(1, 21), h=st.integers(1, 6), w=st.integers(1, 15),
+       tile=st.sampled_from(TILES), seed=st.integers(0, 2**16))
+def test_flat_1x1_conv_matches_reference(n: int, c: int, o: int, h: int, w: int, tile: RegisterTile,
+                                         seed: int) -> None:
+    """Channel tiles and their remainder, pixel tiles over the flattened plane with the last one
+    overlapping, rows copied in and out in vectors covering them."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((o, c, 1, 1)).astype(np.float32)
+    want = reference(x, wt, (1, 1), (1, 1), 1)
+    got = _run(lambda xt, wtt: conv2d_1x1_flat(xt, wtt, "OIHW", want.shape, tile), x, wt, want.shape)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@settings(deadline=None)
 @given(c=st.integers(1, 5), h=st.integers(1, 8), w=st.integers(1, 21), kh=st.integers(1, 3), kw=st.integers(1, 3),
        sh=st.integers(1, 2), sw=st.integers(1, 2), dh=st.integers(1, 2), dw=st.integers(1, 2),
        lanes=st.sampled_from([4, 8, 16]), seed=st.integers(0, 2**16))
@@ -157,6 +173,7 @@ def test_channel_tile_is_broadcast_times_weight_vector() -> None:
     ((1, 16, 5, 37), (24, 16, 1, 1), 1, 0, 1),       # 1x1 over rows of pixel vectors and a tail
     ((1, 3, 9, 75), (20, 3, 3, 3), 2, 0, 1),         # a 3x3/2 stem: 37 = 32 + 5 columns, rows of vectors
     ((1, 3, 8, 83), (8, 3, 7, 7), 2, 3, 1),          # a 7x7/2 stem, padded
+    ((1, 24, 13, 13), (20, 24, 1, 1), 1, 0, 1),      # 1x1, 20 channels on a 13-wide plane: flat on 16 lanes
 ])
 def test_native_conv_matches_reference(shape: tuple[int, ...], weight: tuple[int, ...], strides: int, pad: int,
                                        groups: int) -> None:
@@ -230,3 +247,15 @@ def @main(%x: Tensor[(1, 3, 223, 223), float32], %w: Tensor[(16, 3, 3, 3), float
     assert "@llvm.fma.v16f32" in ir
     assert not re.search(r"extractelement <\d+ x ptr>", ir)
     assert not re.search(r"store <(?!16 x)\d+ x float>", ir)
+
+
+def test_a_1x1_conv_with_channels_off_the_vector_on_a_narrow_plane_reads_its_weights_as_given() -> None:
+    """1000 classes are not a multiple of 16 lanes: the channel tile would pack 2 MB of weights at
+    every call; the flat plane broadcasts them from OIHW instead (16 lanes, pinned)."""
+    src = f"""#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 64, 13, 13), float32], %w: Tensor[(1000, 64, 1, 1), float32]) {{
+  nn.relu(nn.conv2d(%x, %w))
+}}"""
+    text = lowered(src, "skylake-avx512")
+    assert "flat_in" in text and "flat_out" in text
+    assert "w_packed" not in text

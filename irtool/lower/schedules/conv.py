@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from irtool.ir.tir import BufferLoad, For, PrimExpr, Ramp, Stmt, Var, seq
-from irtool.lower.schedules.conv_channels import conv2d_channels_tiled
+from irtool.lower.schedules.conv_channels import conv2d_channels_tiled, packs_weights
+from irtool.lower.schedules.conv_flat import conv2d_1x1_flat
 from irtool.lower.schedules.conv_depthwise import conv2d_depthwise
 from irtool.lower.schedules.layout import in_blocked
 from irtool.lower.schedules.tile import (
-    Block,
     RegisterTile,
     Store,
     blocks,
+    column_blocks,
     register_tile,
     register_tiles,
 )
@@ -65,18 +66,6 @@ def pixel_vectors(kernel: tuple[int, int], strides: tuple[int, int], width: int,
     return kernel == (1, 1) and strides == (1, 1) and width >= lanes
 
 
-def column_blocks(width: int, tile: int, lanes: int) -> list[Block]:
-    """The column tiles of an output row: full tiles, then the rest as whole vectors ending at
-    the row's end, overlapping the last full tile (its outputs are computed twice and stored
-    twice, alike), where a full tile fits; otherwise `blocks`. A short vector of 15 lanes costs
-    LLVM 8 + 4 + 2 + 1 loads per step (SqueezeNet's stem: 111 = 3 x 32 + 15 columns)."""
-    rest = width % tile
-    if width < tile or rest == 0:
-        return blocks(width, tile)
-    cover = -(-rest // lanes) * lanes
-    return [(0, width // tile, tile), (width - cover, 1, cover)]
-
-
 def stem(channels: int, strides: tuple[int, int], width: int, lanes: int) -> bool:
     """Whether a conv reading few input channels (an image's 3) vectorizes along its output
     rows, loading its stride-2 input columns as two vectors and a shuffle: its reduction (27
@@ -107,5 +96,10 @@ def conv2d_schedule(data: Tensor, w: Tensor, kernel_layout: str, kernel: tuple[i
         rows = conv2d_nchw_tiled(data, w, dtype, out_shape, strides, dilation, host, kernel_layout)
         if rows is not None:
             return rows
+    if groups == 1 and kernel == (1, 1) and strides == (1, 1) and out_shape[3] < host.lanes \
+            and packs_weights(kernel_layout, o_ext, host.lanes):
+        flat = conv2d_1x1_flat(data, w, kernel_layout, out_shape, host)
+        if flat is not None:
+            return flat
     tile = RegisterTile(host.lanes, host.rows, 2)
     return conv2d_channels_tiled(data, w, kernel_layout, kernel, dtype, out_shape, strides, dilation, groups, tile)

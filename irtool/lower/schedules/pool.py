@@ -31,7 +31,7 @@ from irtool.ir.tir import (
     lanes_of,
     seq,
 )
-from irtool.lower.schedules.pad import row_pieces
+from irtool.lower.schedules.pad import cover, row_pieces
 from irtool.lower.schedules.tile import Store, splat, vec
 from irtool.lower.te import INDEX, Builder, Placeholder, Scheduled, Tensor, add, cmp, const, imm, mul
 
@@ -172,21 +172,6 @@ def pool2d_nchw(x: Tensor, is_max: bool, windows: tuple[Window, Window], out_sha
                     + [edge_row(o) for o in range(stop, oh)])
         return For(b, const(0), const(n_ext), "serial", For(ch, const(0), const(c_ext), "serial", plane))
     return Scheduled(out_shape, x.dtype, emit, "pool")
-
-
-def cover(width: int, lanes: int, piece: Callable[[PrimExpr, int], Stmt]) -> list[Stmt]:
-    """`piece(x0, n)` for vectors covering `width` columns, all of `lanes` or (narrower rows) of
-    the widest power of two that fits, the last one ending at the last column and overlapping
-    the one before: an output computed twice stores the same value twice. A 13- or 7-lane
-    vector would be split by LLVM into 8 + 4 + 1 or 4 + 2 + 1 loads per tap (SqueezeNet's
-    13-wide pool ran at 40 cycles per vector, znver5)."""
-    if width == 0:
-        return []
-    n = lanes if width >= lanes else 1 << (width.bit_length() - 1)
-    out = row_pieces(width - width % n, n, piece)
-    if width % n:
-        out.append(piece(const(width - n), n))
-    return out
 
 
 def window_max(taps: list[PrimExpr]) -> PrimExpr:
