@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import irtool
 from irtool.eval.tir_interp import run_primfunc
 from irtool.ir.tir import Buffer, Call, PrimFunc, children
-from irtool.lower.schedules import RegisterTile, conv2d_channels_tiled
+from irtool.lower.schedules import RegisterTile, conv2d_channels_tiled, conv2d_nchw_tiled
 from irtool.lower.schedules.conv_depthwise import conv2d_depthwise
 from irtool.lower.schedules.conv_flat import conv2d_1x1_flat
 from irtool.lower.schedules.pad import pad_nchw
@@ -99,17 +99,34 @@ def test_channel_tile_matches_reference(case: dict) -> None:
 
 
 @settings(deadline=None)
-@given(n=st.integers(1, 2), c=st.integers(1, 9), o=st.integers(1, 21), h=st.integers(1, 6), w=st.integers(1, 15),
-       tile=st.sampled_from(TILES), seed=st.integers(0, 2**16))
-def test_flat_1x1_conv_matches_reference(n: int, c: int, o: int, h: int, w: int, tile: RegisterTile,
+@given(n=st.integers(1, 2), groups=st.integers(1, 3), cg=st.integers(1, 5), og=st.integers(1, 13),
+       h=st.integers(1, 6), w=st.integers(1, 15), tile=st.sampled_from(TILES), seed=st.integers(0, 2**16))
+def test_flat_1x1_conv_matches_reference(n: int, groups: int, cg: int, og: int, h: int, w: int, tile: RegisterTile,
                                          seed: int) -> None:
-    """Channel tiles and their remainder, pixel tiles over the flattened plane with the last one
-    overlapping, rows copied in and out in vectors covering them."""
+    """Channel tiles and their remainder per group, pixel tiles over the flattened plane with the
+    last one overlapping, rows copied in and out in vectors covering them."""
     rng = np.random.default_rng(seed)
-    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
-    wt = rng.standard_normal((o, c, 1, 1)).astype(np.float32)
-    want = reference(x, wt, (1, 1), (1, 1), 1)
-    got = _run(lambda xt, wtt: conv2d_1x1_flat(xt, wtt, "OIHW", want.shape, tile), x, wt, want.shape)
+    x = rng.standard_normal((n, groups * cg, h, w)).astype(np.float32)
+    wt = rng.standard_normal((groups * og, cg, 1, 1)).astype(np.float32)
+    want = reference(x, wt, (1, 1), (1, 1), groups)
+    got = _run(lambda xt, wtt: conv2d_1x1_flat(xt, wtt, "OIHW", want.shape, tile, groups), x, wt, want.shape)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@settings(deadline=None)
+@given(groups=st.integers(1, 3), cg=st.integers(1, 4), og=st.integers(1, 13), h=st.integers(1, 5),
+       w=st.integers(1, 40), k=st.integers(1, 3), sh=st.integers(1, 2), sw=st.integers(1, 2),
+       tile=st.sampled_from(TILES), seed=st.integers(0, 2**16))
+def test_row_tile_matches_reference(groups: int, cg: int, og: int, h: int, w: int, k: int, sh: int, sw: int,
+                                    tile: RegisterTile, seed: int) -> None:
+    """Output channels x output columns, group by group (a tile never spans two groups), column
+    stride 1 or 2, the last columns as vectors overlapping the last whole tile."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((1, groups * cg, h + k - 1, w + k - 1)).astype(np.float32)
+    wt = rng.standard_normal((groups * og, cg, k, k)).astype(np.float32)
+    want = reference(x, wt, (sh, sw), (1, 1), groups)
+    got = _run(lambda xt, wtt: conv2d_nchw_tiled(xt, wtt, "float32", want.shape, (sh, sw), (1, 1), tile, "OIHW",
+                                                 groups), x, wt, want.shape)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
@@ -174,6 +191,8 @@ def test_channel_tile_is_broadcast_times_weight_vector() -> None:
     ((1, 3, 9, 75), (20, 3, 3, 3), 2, 0, 1),         # a 3x3/2 stem: 37 = 32 + 5 columns, rows of vectors
     ((1, 3, 8, 83), (8, 3, 7, 7), 2, 3, 1),          # a 7x7/2 stem, padded
     ((1, 24, 13, 13), (20, 24, 1, 1), 1, 0, 1),      # 1x1, 20 channels on a 13-wide plane: flat on 16 lanes
+    ((1, 12, 5, 37), (20, 3, 1, 1), 1, 0, 4),        # grouped 1x1 (5 per group) on wide rows: row tiles
+    ((1, 12, 7, 7), (20, 3, 1, 1), 1, 0, 4),         # grouped 1x1 on a 7x7 plane: flat
 ])
 def test_native_conv_matches_reference(shape: tuple[int, ...], weight: tuple[int, ...], strides: int, pad: int,
                                        groups: int) -> None:

@@ -24,15 +24,18 @@ from irtool.lower.te import INDEX, Builder, Idx, Scheduled, Tensor, add, const, 
 
 
 def conv2d_1x1_flat(data: Tensor, w: Tensor, kernel_layout: str, out_shape: tuple[int, ...],
-                    tile: RegisterTile) -> Scheduled | None:
-    """The unit-stride, ungrouped float32 1x1 conv of `data` (NCHW, unpadded) by `w` (OIHW or
-    blocked) as `tile.rows` output channels x `tile.vectors` pixel vectors per register tile,
-    channel tiles outermost (a tile's weights stay in cache across the plane; the plane's
-    input panel is in the next level); None outside that case."""
+                    tile: RegisterTile, groups: int = 1) -> Scheduled | None:
+    """The unit-stride float32 1x1 conv of `data` (NCHW, unpadded) by `w` (OIHW or blocked) as
+    `tile.rows` output channels x `tile.vectors` pixel vectors per register tile, channel tiles
+    outermost (a tile's weights stay in cache across the plane; the plane's input panel is in
+    the next level), group by group (ShuffleNet's 1x1 convs have 17, 34 or 68 channels per
+    group); None outside that case."""
     n_ext, o_ext, oh, ow = out_shape
     c_ext = data.shape[1]
-    if not (data.dtype == w.dtype == "float32" and min(out_shape) > 0 and data.shape[2:] == (oh, ow)):
+    if not (data.dtype == w.dtype == "float32" and min(out_shape) > 0 and data.shape[2:] == (oh, ow)
+            and c_ext % groups == 0 and o_ext % groups == 0):
         return None
+    cg, og = c_ext // groups, o_ext // groups
     pixels, lanes, rows = oh * ow, tile.lanes, tile.rows
 
     def emit(builder: Builder, store: Store) -> Stmt:
@@ -57,8 +60,10 @@ def conv2d_1x1_flat(data: Tensor, w: Tensor, kernel_layout: str, out_shape: tupl
         def weight(o: PrimExpr, red: Idx) -> PrimExpr:
             return BufferLoad(wb, in_blocked((o, red[0], const(0), const(0)), "OIHW", kernel_layout))
 
+        g: PrimExpr = Var("g", INDEX) if groups > 1 else const(0)
+
         def pixel_vector(nt: PrimExpr, p0: PrimExpr, c: PrimExpr, n: int, red: Idx) -> PrimExpr:
-            return BufferLoad(flat_in, (red[0], vec(add(p0, mul(c, lanes)), n)))
+            return BufferLoad(flat_in, (add(mul(g, cg), red[0]), vec(add(p0, mul(c, lanes)), n)))
 
         def at(o: PrimExpr, cols: PrimExpr) -> Idx:
             return (o, cols)
@@ -67,12 +72,13 @@ def conv2d_1x1_flat(data: Tensor, w: Tensor, kernel_layout: str, out_shape: tupl
             return BufferStore(flat_out, idx, value)
 
         def channel_block(first: PrimExpr, size: int) -> Stmt:
-            return seq([register_tiles((first, 1, size), nb, lanes, "float32", (c_ext,), weight,  # type: ignore[arg-type]
-                                       pixel_vector, at, into_flat)
+            return seq([register_tiles((add(mul(g, og), first), 1, size), nb, lanes, "float32", (cg,),  # type: ignore[arg-type]
+                                       weight, pixel_vector, at, into_flat)
                         for nb in column_blocks(pixels, lanes * tile.vectors, lanes)])
-        tiles = [loop("ot", o_ext // rows, lambda ot: channel_block(mul(ot, rows), rows))]
-        if o_ext % rows:
-            tiles.append(channel_block(const(o_ext - o_ext % rows), o_ext % rows))
-        body = For(b, const(0), const(n_ext), "serial", seq([copy_in, *tiles, copy_out]))
+        tiles: Stmt = seq([loop("ot", og // rows, lambda ot: channel_block(mul(ot, rows), rows))]
+                          + ([channel_block(const(og - og % rows), og % rows)] if og % rows else []))
+        if groups > 1:
+            tiles = For(g, const(0), const(groups), "serial", tiles)  # type: ignore[arg-type]
+        body = For(b, const(0), const(n_ext), "serial", seq([copy_in, tiles, copy_out]))
         return Allocate(flat_in, Allocate(flat_out, body))
     return Scheduled(out_shape, "float32", emit, "conv2d")
