@@ -27,8 +27,6 @@ from irtool.ir.tir import (
     Select,
     Stmt,
     Var,
-    element_of,
-    lanes_of,
     seq,
 )
 from irtool.lower.schedules.pad import cover, row_pieces
@@ -176,17 +174,20 @@ def pool2d_nchw(x: Tensor, is_max: bool, windows: tuple[Window, Window], out_sha
 
 def window_max(taps: list[PrimExpr]) -> PrimExpr:
     """The NaN-propagating maximum of `taps` (numpy's, the interpreter's) as a balanced tree of
-    plain `select(a > b, a, b)` (one `vmaxps`) and one NaN test per tap, or-ed, choosing NaN at
-    the end: `llvm.maximum` expands to five dependent instructions per pair on x86 (sign and
-    NaN fix-ups), a chain that ran SqueezeNet's pools at 9 GFLOP/s (znver5). The sums of an
-    average keep the reference's order instead (float addition does not reassociate)."""
+    plain `select(a > b, a, b)` (one `vmaxps`), and where a tap is NaN (an or of one test per
+    tap) the taps' sum, which is NaN then (a NaN literal has no text form): `llvm.maximum`
+    expands to five dependent instructions per pair on x86 (sign and NaN fix-ups), a chain that
+    ran SqueezeNet's pools at 9 GFLOP/s (znver5). An average's sums keep the reference's order
+    instead (float addition does not reassociate)."""
     nan: PrimExpr | None = None
+    total: PrimExpr | None = None
     for tap in taps:
         bad = cmp("ne", tap, tap)
         nan = bad if nan is None else BinaryOp("or", nan, bad)
+        total = tap if total is None else BinaryOp("add", total, tap)
     level = list(taps)
     while len(level) > 1:
         pairs = [Select(cmp("gt", a, b), a, b) for a, b in zip(level[::2], level[1::2])]
         level = pairs + level[len(pairs) * 2:]
-    assert nan is not None
-    return Select(nan, splat(imm(float("nan"), element_of(taps[0].dtype)), lanes_of(taps[0].dtype)), level[0])
+    assert nan is not None and total is not None
+    return Select(nan, total, level[0])
