@@ -87,8 +87,8 @@ def conv2d_schedule(data: Tensor, w: Tensor, kernel_layout: str, kernel: tuple[i
     and the target's vector width; None when none applies (the rule's scalar nest is used then).
 
     Depthwise convs vectorize along the output row, and so do float32 1x1 convs whose rows hold a
-    vector (`pixel_vectors`; grouped ones when their weights are not blocked, ShuffleNet's 34 or
-    68 channels per group: the channel tile packed them at every call and wasted lanes) and
+    vector (`pixel_vectors`; grouped ones when their weights are not blocked, ShuffleNet's 34, 68
+    or 136 channels per group: the channel tile packed them at every call and wasted lanes) and
     `stem` convs. A 1x1 conv on a narrower plane whose weights would be packed at every call
     runs over the flattened plane (conv_flat.py). Otherwise output channels are the vector axis
     (no lane wasted on 7- or 14-wide maps, any stride, groups), unless a group has fewer

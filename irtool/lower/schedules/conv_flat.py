@@ -28,7 +28,7 @@ def conv2d_1x1_flat(data: Tensor, w: Tensor, kernel_layout: str, out_shape: tupl
     """The unit-stride float32 1x1 conv of `data` (NCHW, unpadded) by `w` (OIHW or blocked) as
     `tile.rows` output channels x `tile.vectors` pixel vectors per register tile, channel tiles
     outermost (a tile's weights stay in cache across the plane; the plane's input panel is in
-    the next level), group by group (ShuffleNet's 1x1 convs have 17, 34 or 68 channels per
+    the next level), group by group (ShuffleNet's 1x1 convs have 34, 68 or 136 channels per
     group); None outside that case."""
     n_ext, o_ext, oh, ow = out_shape
     c_ext = data.shape[1]
