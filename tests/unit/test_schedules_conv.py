@@ -9,6 +9,10 @@ strides, dilations, asymmetric padding, groups, kernels given as OIHW or pre-blo
 
 from __future__ import annotations
 
+import platform
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -17,12 +21,14 @@ from hypothesis import strategies as st
 import irtool
 from irtool.eval.tir_interp import run_primfunc
 from irtool.ir.tir import Buffer, Call, PrimFunc, children
-from irtool.lower.schedules import RegisterTile, conv2d_channels_tiled
+from irtool.lower.schedules import RegisterTile, conv2d_channels_tiled, conv2d_nchw_tiled
 from irtool.lower.schedules.conv_depthwise import conv2d_depthwise
+from irtool.lower.schedules.conv_flat import conv2d_1x1_flat
 from irtool.lower.schedules.pad import pad_nchw
 from irtool.lower.te import Builder, Placeholder
 from irtool.syntax.parser import parse
 from irtool.tir_transform.unroll import expand_unrolled
+from test_schedules_mobile import llvm_ir, lowered  # noqa: E402
 
 TILES = [RegisterTile(8, 6), RegisterTile(4, 3), RegisterTile(16, 8), RegisterTile(4, 1, vectors=1)]
 
@@ -93,6 +99,38 @@ def test_channel_tile_matches_reference(case: dict) -> None:
 
 
 @settings(deadline=None)
+@given(n=st.integers(1, 2), groups=st.integers(1, 3), cg=st.integers(1, 5), og=st.integers(1, 13),
+       h=st.integers(1, 6), w=st.integers(1, 15), tile=st.sampled_from(TILES), seed=st.integers(0, 2**16))
+def test_flat_1x1_conv_matches_reference(n: int, groups: int, cg: int, og: int, h: int, w: int, tile: RegisterTile,
+                                         seed: int) -> None:
+    """Channel tiles and their remainder per group, pixel tiles over the flattened plane with the
+    last one overlapping, rows copied in and out in vectors covering them."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, groups * cg, h, w)).astype(np.float32)
+    wt = rng.standard_normal((groups * og, cg, 1, 1)).astype(np.float32)
+    want = reference(x, wt, (1, 1), (1, 1), groups)
+    got = _run(lambda xt, wtt: conv2d_1x1_flat(xt, wtt, "OIHW", want.shape, tile, groups), x, wt, want.shape)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@settings(deadline=None)
+@given(groups=st.integers(1, 3), cg=st.integers(1, 4), og=st.integers(1, 13), h=st.integers(1, 5),
+       w=st.integers(1, 40), k=st.integers(1, 3), sh=st.integers(1, 2), sw=st.integers(1, 2),
+       tile=st.sampled_from(TILES), seed=st.integers(0, 2**16))
+def test_row_tile_matches_reference(groups: int, cg: int, og: int, h: int, w: int, k: int, sh: int, sw: int,
+                                    tile: RegisterTile, seed: int) -> None:
+    """Output channels x output columns, group by group (a tile never spans two groups), column
+    stride 1 or 2, the last columns as vectors overlapping the last whole tile."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((1, groups * cg, h + k - 1, w + k - 1)).astype(np.float32)
+    wt = rng.standard_normal((groups * og, cg, k, k)).astype(np.float32)
+    want = reference(x, wt, (sh, sw), (1, 1), groups)
+    got = _run(lambda xt, wtt: conv2d_nchw_tiled(xt, wtt, "float32", want.shape, (sh, sw), (1, 1), tile, "OIHW",
+                                                 groups), x, wt, want.shape)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@settings(deadline=None)
 @given(c=st.integers(1, 5), h=st.integers(1, 8), w=st.integers(1, 21), kh=st.integers(1, 3), kw=st.integers(1, 3),
        sh=st.integers(1, 2), sw=st.integers(1, 2), dh=st.integers(1, 2), dw=st.integers(1, 2),
        lanes=st.sampled_from([4, 8, 16]), seed=st.integers(0, 2**16))
@@ -150,6 +188,11 @@ def test_channel_tile_is_broadcast_times_weight_vector() -> None:
     ((1, 6, 7, 7), (6, 1, 5, 5), 1, 2, 6),           # depthwise on a 7x7 map: the flat sweep
     ((1, 3, 14, 15), (3, 1, 3, 3), 1, 1, 3),         # depthwise, 14x15: flat on 16 lanes, by rows on 8
     ((1, 16, 5, 37), (24, 16, 1, 1), 1, 0, 1),       # 1x1 over rows of pixel vectors and a tail
+    ((1, 3, 9, 75), (20, 3, 3, 3), 2, 0, 1),         # a 3x3/2 stem: 37 = 32 + 5 columns, rows of vectors
+    ((1, 3, 8, 83), (8, 3, 7, 7), 2, 3, 1),          # a 7x7/2 stem, padded
+    ((1, 24, 13, 13), (20, 24, 1, 1), 1, 0, 1),      # 1x1, 20 channels on a 13-wide plane: flat on 16 lanes
+    ((1, 12, 5, 37), (20, 3, 1, 1), 1, 0, 4),        # grouped 1x1 (5 per group) on wide rows: row tiles
+    ((1, 12, 7, 7), (20, 3, 1, 1), 1, 0, 4),         # grouped 1x1 on a 7x7 plane: flat
 ])
 def test_native_conv_matches_reference(shape: tuple[int, ...], weight: tuple[int, ...], strides: int, pad: int,
                                        groups: int) -> None:
@@ -205,3 +248,33 @@ def @main(%x: Tensor[{shape}, float32]) {{
         np.testing.assert_array_equal(got, x.max(axis=(2, 3), keepdims=True))
     else:
         np.testing.assert_allclose(got, x.astype(np.float64).mean(axis=(2, 3), keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86 CPU names")
+def test_a_stem_conv_vectorizes_its_output_rows(tmp_path: Path) -> None:
+    """3 input channels, 3x3/2 (SqueezeNet's first conv): output columns are the vectors, each
+    reduction step two loads and the even lanes, each tile stored whole (the channel tile stores
+    one element per lane, extracting its pointer); 111 = 3 x 32 + 15 columns end with a whole
+    vector overlapping the last tile, not a 15-lane one."""
+    src = f"""#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 3, 223, 223), float32], %w: Tensor[(16, 3, 3, 3), float32]) {{
+  nn.conv2d(%x, %w, strides=[2, 2])
+}}"""
+    ir = llvm_ir(tmp_path, src, "skylake-avx512")
+    even = ", ".join(f"i32 {2 * k if 2 * k < 16 else 2 * k + 1}" for k in range(16))
+    assert re.search(rf"shufflevector <16 x float> %\w+, <16 x float> %\w+, <16 x i32> <{even}>", ir)
+    assert "@llvm.fma.v16f32" in ir
+    assert not re.search(r"extractelement <\d+ x ptr>", ir)
+    assert not re.search(r"store <(?!16 x)\d+ x float>", ir)
+
+
+def test_a_1x1_conv_with_channels_off_the_vector_on_a_narrow_plane_reads_its_weights_as_given() -> None:
+    """1000 classes are not a multiple of 16 lanes: the channel tile would pack 2 MB of weights at
+    every call; the flat plane broadcasts them from OIHW instead (16 lanes, pinned)."""
+    src = f"""#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 64, 13, 13), float32], %w: Tensor[(1000, 64, 1, 1), float32]) {{
+  nn.relu(nn.conv2d(%x, %w))
+}}"""
+    text = lowered(src, "skylake-avx512")
+    assert "flat_in" in text and "flat_out" in text
+    assert "w_packed" not in text

@@ -23,7 +23,7 @@ from irtool.lower.schedules.int8 import conv2d_int8, dense_int8
 from irtool.lower.schedules.layout import in_blocked
 from irtool.lower.schedules.matmul import matmul_tiled
 from irtool.lower.schedules.pad import pad_nchw
-from irtool.lower.schedules.pool import global_pool_nchw
+from irtool.lower.schedules.pool import Window, global_pool_nchw, pool2d_nchw
 from irtool.lower.te import (
     Compute,
     Element,
@@ -296,6 +296,11 @@ def _pool(name: str, is_max: bool) -> None:
         include_pad = bool(attrs.get("count_include_pad", False))
         fill = imm(-np.inf if is_float(dt) else np.iinfo(dt).min, dt) if is_max else imm(0, dt)
         oh, ow = (shape_of(out)[ol.index(a)] for a in "HW")
+        if layout == ol == "NCHW":
+            vectors = pool2d_nchw(x, is_max, (Window(h, kh, sh, dh, top, bottom), Window(w, kw, sw, dw, left, right)),
+                                  shape_of(out), include_pad, register_tile().lanes)
+            if vectors is not None:
+                return vectors
         if is_max and layout == "NCHW" and dt == "float32" and (top or left or bottom or right):
             # Padding as a stage of -inf rows/columns: the window loop then needs no bounds checks.
             x = pad_nchw(x, (top, left, bottom, right), register_tile().lanes, -np.inf)

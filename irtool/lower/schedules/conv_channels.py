@@ -55,6 +55,13 @@ from irtool.lower.te import (
 )
 
 
+def packs_weights(kernel_layout: str, per_group: int, lanes: int) -> bool:
+    """Whether the channel tile packs its weights at every call: unless they come in blocks of
+    one vector of output channels (`alter-layout` blocks constant weights when each group's
+    output channels are a multiple of the vector)."""
+    return not (output_blocked(kernel_layout, "O", "OIHW") == lanes and per_group % lanes == 0)
+
+
 def conv2d_channels_tiled(data: Tensor, w: Tensor, kernel_layout: str, kernel: tuple[int, int], dtype: str,
                           out_shape: tuple[int, ...], strides: tuple[int, int], dilation: tuple[int, int],
                           groups: int, tile: RegisterTile, strip: int = 256,
@@ -78,7 +85,7 @@ def conv2d_channels_tiled(data: Tensor, w: Tensor, kernel_layout: str, kernel: t
     sh, sw = strides
     dh, dw = dilation
     per_group = -(-og // lanes)           # channel blocks per group
-    prepacked = output_blocked(kernel_layout, "O", "OIHW") == lanes and og % lanes == 0
+    prepacked = not packs_weights(kernel_layout, og, lanes)
     nr = lanes * tile.vectors
     mr = tile.rows
     # Pixels per strip: whole output rows, as many as divide the map and fit in `strip`, so
