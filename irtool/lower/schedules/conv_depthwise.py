@@ -1,18 +1,22 @@
-"""Depthwise `nn.conv2d` (one input and one output channel per group) vectorized along the
-output row: each output vector is the sum of KH x KW products of a broadcast weight and a
-vector of input columns (contiguous at unit column stride, strided otherwise), accumulated in
-registers by an unrolled `fma` chain and stored once. Vectorizing over channels would need one
-input channel per lane (a gather per step) in NCHW.
+"""Depthwise `nn.conv2d` (one input and one output channel per group) as a flat sweep of each
+channel's plane in vectors of the target's lanes. Vectorizing over channels would need one
+input channel per lane in NCHW (a gather per input and a scatter per output pixel: 1.2-1.3x
+slower than this on EfficientNet's 7x7 and 14x14 maps, znver5).
 
-A row narrower than a vector (7- and 14-wide maps of MobileNet and EfficientNet on 16
-lanes) fills few lanes, and a strided row costs a shuffle per tap, so there (`flat_plane`) the
-plane is swept flat instead. The padded input plane is copied into a local buffer as its
-SH x SW phase planes (rows py, py + SH, ...; columns px, px + SW, ...; one plane at unit
-stride), each Wq = ceil(W / SW) wide. Output pixel (y, x) computed at position y * Wq + x then
-reads, for tap (ky, kx), phase ((ky DH) mod SH, (kx DW) mod SW) at that position plus
-((ky DH) div SH) * Wq + (kx DW) div SW, so consecutive positions are consecutive elements across
-row ends and every tap is one contiguous vector load. The Wq - OW positions between two output
-rows are computed and dropped; the rows are then stored from a local buffer of the positions."""
+The input plane is copied into a local buffer as its SH x SW phase planes (padded rows py,
+py + SH, ...; padded columns px, px + SW, ...; one plane at unit stride), each Wq = ceil(Wp / SW)
+wide, with the padding written as zeros there: no padded copy of the input is made beforehand.
+Output pixel (y, x) is computed at position y * Wq + x; for tap (ky, kx) it reads phase
+((ky DH) mod SH, (kx DW) mod SW) at that position plus ((ky DH) div SH) * Wq + (kx DW) div SW,
+so consecutive positions are consecutive elements across row ends and every tap is one
+contiguous vector load with a broadcast weight, in `fma` chains of at most `CHAIN_TAPS` taps.
+The Wq - OW positions between two output rows are computed and dropped; the rows are then stored
+from a local buffer of the positions, where the fused epilogue applies.
+
+Against the row-vector schedule this replaced (a vector of output columns per store, a strided
+load and a shuffle per tap at stride 2, a separate padding stage), onnxruntime's time over this
+one's went on EfficientNet-B0's shapes from 2.4-3.9x to 1.1-1.9x (5x5/2), 2.6x to 2.2x (7x7
+maps), 1.4-1.5x to 1.1-1.2x (5x5 on 14x14 and 28x28), 1.2-1.6x to 1.0-1.4x (3x3/2), znver5."""
 
 from __future__ import annotations
 
@@ -22,8 +26,8 @@ from irtool.ir.tir import (
     Allocate,
     BinaryOp,
     Buffer,
-    BufferStore,
     BufferLoad,
+    BufferStore,
     Call,
     For,
     PrimExpr,
@@ -34,102 +38,59 @@ from irtool.ir.tir import (
 )
 from irtool.lower.schedules.layout import in_blocked
 from irtool.lower.schedules.pad import row_pieces
-from irtool.lower.schedules.tile import Store, chunks, splat, vec
+from irtool.lower.schedules.tile import Store, splat, vec
 from irtool.lower.te import INDEX, Builder, Scheduled, Tensor, add, const, imm, mul
 
-
-def flat_plane(kernel: tuple[int, int], strides: tuple[int, int], width: int, lanes: int) -> bool:
-    """Whether the depthwise conv sweeps its phase planes flat: at unit stride when an output row
-    is narrower than a vector (a 7- or 14-lane vector is split by LLVM into 4 + 2 + 1 or 8 + 4 + 2;
-    a 28-wide map on 16 lanes measured the same either way, znver4); strided, when the kernel
-    is 5 wide or more: each tap of a strided row is two loads and a shuffle, which cost EfficientNet's
-    5x5/2 convs 2.4-3.9x onnxruntime's time, 1.5-2.2x once split into phases; a 3x3/2 conv was
-    slower split (1.15 -> 1.3x at 112x112, znver5)."""
-    if strides == (1, 1):
-        return width < lanes
-    return kernel[1] >= 5
+# Taps per `fma` chain: a 25-tap chain is 25 dependent fmas (4 cycles each) per vector.
+CHAIN_TAPS = 8
 
 
 def conv2d_depthwise(data: Tensor, w: Tensor, kernel_layout: str, kernel: tuple[int, int], dtype: str,
                      out_shape: tuple[int, ...], strides: tuple[int, int], dilation: tuple[int, int],
-                     lanes: int) -> Scheduled | None:
-    """The depthwise NCHW conv over already padded `data` (groups = input = output channels),
-    or None for dtypes other than float32."""
+                     lanes: int, pads: tuple[int, int, int, int] = (0, 0, 0, 0)) -> Scheduled | None:
+    """The depthwise NCHW conv (groups = input = output channels) over `data` padded by `pads`
+    (top, left, bottom, right), or None for dtypes other than float32."""
     if not (dtype == "float32" and data.dtype == w.dtype == dtype) or min(out_shape) == 0:
         return None
-    if flat_plane(kernel, strides, out_shape[3], lanes):
-        return conv2d_depthwise_flat(data, w, kernel_layout, kernel, out_shape, strides, dilation, lanes)
     n_ext, c_ext, oh, ow = out_shape
-    kh, kw = kernel
+    top, left, bottom, right = pads
+    h, wd = data.shape[2], data.shape[3]
     (sh, sw), (dh, dw) = strides, dilation
-
-    def emit(builder: Builder, store: Store) -> Stmt:
-        db, wb = builder.buffer_of(data), builder.buffer_of(w)
-        b, c, y = Var("b", INDEX), Var("c", INDEX), Var("oy", INDEX)
-
-        weight = weights_of(wb, c, kernel_layout)
-
-        def row_vector(x0: PrimExpr, n: int) -> Stmt:
-            def pixels(ky: int, kx: int) -> PrimExpr:
-                col = add(mul(x0, sw), kx * dw)
-                return BufferLoad(db, (b, c, add(mul(y, sh), ky * dh), Ramp(col, const(sw), n) if n > 1 else col))
-            return store((b, c, y, vec(x0, n)), taps(weight, pixels, kernel, n))
-        row = row_pieces(ow, lanes, row_vector)
-        return For(b, const(0), const(n_ext), "serial", For(c, const(0), const(c_ext), "serial", For(
-            y, const(0), const(oh), "serial", seq(row))))
-    return Scheduled(out_shape, dtype, emit, "conv2d")
-
-
-def weights_of(wb: Buffer, c: PrimExpr, kernel_layout: str) -> Callable[[int, int], PrimExpr]:
-    """Channel `c`'s weight at kernel position (ky, kx), read from `wb` in `kernel_layout`."""
-    return lambda ky, kx: BufferLoad(wb, in_blocked((c, const(0), const(ky), const(kx)), "OIHW", kernel_layout))
-
-
-def taps(weight: Callable[[int, int], PrimExpr], pixels: Callable[[int, int], PrimExpr], kernel: tuple[int, int],
-         lanes: int) -> PrimExpr:
-    """The sum over the kernel of broadcast `weight(ky, kx)` x `pixels(ky, kx)`: one multiply,
-    then an `fma` per tap."""
-    value: PrimExpr | None = None
-    for ky in range(kernel[0]):
-        for kx in range(kernel[1]):
-            wv = splat(weight(ky, kx), lanes)
-            value = BinaryOp("mul", wv, pixels(ky, kx)) if value is None else Call("fma", [wv, pixels(ky, kx), value])
-    assert value is not None
-    return value
-
-
-def conv2d_depthwise_flat(data: Tensor, w: Tensor, kernel_layout: str, kernel: tuple[int, int],
-                          out_shape: tuple[int, ...], strides: tuple[int, int], dilation: tuple[int, int],
-                          lanes: int) -> Scheduled:
-    """The depthwise conv over the flattened phase planes of the padded plane (see the module doc)."""
-    n_ext, c_ext, oh, ow = out_shape
-    hp, wp = data.shape[2], data.shape[3]
-    (sh, sw), (dh, dw) = strides, dilation
-    hq, wq = -(-hp // sh), -(-wp // sw)      # a phase plane: every sh-th row, every sw-th column
+    hq, wq = -(-(h + top + bottom) // sh), -(-(wd + left + right) // sw)   # a phase plane
     positions = (oh - 1) * wq + ow           # through the last output pixel
 
     def emit(builder: Builder, store: Store) -> Stmt:
         db, wb = builder.buffer_of(data), builder.buffer_of(w)
-        b, c = Var("b", INDEX), Var("c", INDEX)
+        b, c, y = Var("b", INDEX), Var("c", INDEX), Var("oy", INDEX)
         plane = Buffer("dw_plane", (sh * sw * hq * wq,), "float32", scope="local")
         wide = Buffer("dw_wide", (positions,), "float32", scope="local")
-        y = Var("oy", INDEX)
 
         def phase(py: int, px: int) -> list[Stmt]:
-            """Input rows py, py + sh, ... and columns px, px + sw, ... as rows of `wq` elements;
-            the cells past the input (a shorter phase) are zeros, which only dropped positions read."""
-            base, rows, cols = (py * sw + px) * hq * wq, len(range(py, hp, sh)), len(range(px, wp, sw))
+            """Padded rows py, py + sh, ... and columns px, px + sw, ... as `hq` rows of `wq`
+            elements: the input where it lies, zeros around it (padding, and the cells past a
+            shorter phase, which only dropped positions read)."""
+            first_row, end_row = max(0, -(-(top - py) // sh)), min(hq, -(-(top + h - py) // sh))
+            first_col, end_col = max(0, -(-(left - px) // sw)), min(wq, -(-(left + wd - px) // sw))
+            base = (py * sw + px) * hq * wq
+
+            def zeros(row: PrimExpr, start: int, end: int) -> list[Stmt]:
+                return row_pieces(end - start, lanes, lambda x0, n: BufferStore(
+                    plane, (vec(add(add(mul(row, wq), x0), base + start), n),), splat(imm(0.0, "float32"), n)))
+
+            def zero_rows(start: int, end: int) -> list[Stmt]:
+                r = Var("r", INDEX)
+                return [For(r, const(start), const(end), "serial", seq(zeros(r, 0, wq)))] if end > start else []
+            if end_row <= first_row or end_col <= first_col:
+                return zero_rows(0, hq)   # a phase of padding only
             r = Var("r", INDEX)
 
-            def cell(row: PrimExpr, x0: PrimExpr, n: int) -> PrimExpr:
-                return vec(add(add(mul(row, wq), x0), base), n)
-            copy = For(r, const(0), const(rows), "serial", seq([*row_pieces(cols, lanes, lambda x0, n: BufferStore(
-                plane, (cell(r, x0, n),), BufferLoad(db, (b, c, add(mul(r, sh), py), Ramp(add(mul(x0, sw), px), const(sw), n)
-                                                        if n > 1 else add(mul(x0, sw), px))))),
-                *([BufferStore(plane, (cell(r, const(cols), 1),), imm(0.0, "float32"))] if cols < wq else [])]))
-            zero_row = [BufferStore(plane, (cell(const(rows), const(x0), n),), splat(imm(0.0, "float32"), n))
-                        for x0, n in chunks(wq, lanes)] if rows < hq else []
-            return [copy, *zero_row]
+            def piece(x0: PrimExpr, n: int) -> Stmt:
+                col = add(mul(x0, sw), first_col * sw + px - left)
+                return BufferStore(plane, (vec(add(add(mul(r, wq), x0), base + first_col), n),), BufferLoad(
+                    db, (b, c, add(mul(r, sh), py - top), Ramp(col, const(sw), n) if n > 1 else col)))
+            copy = For(r, const(first_row), const(end_row), "serial", seq(
+                [*zeros(r, 0, first_col), *row_pieces(end_col - first_col, lanes, piece), *zeros(r, end_col, wq)]))
+            return [*zero_rows(0, first_row), copy, *zero_rows(end_row, hq)]
 
         weight = weights_of(wb, c, kernel_layout)
 
@@ -143,4 +104,29 @@ def conv2d_depthwise_flat(data: Tensor, w: Tensor, kernel_layout: str, kernel: t
         copies = [stmt for py in range(sh) for px in range(sw) for stmt in phase(py, px)]
         body = Allocate(plane, Allocate(wide, seq([*copies, *row_pieces(positions, lanes, sweep), rows])))
         return For(b, const(0), const(n_ext), "serial", For(c, const(0), const(c_ext), "serial", body))
-    return Scheduled(out_shape, "float32", emit, "conv2d")
+    return Scheduled(out_shape, dtype, emit, "conv2d")
+
+
+def weights_of(wb: Buffer, c: PrimExpr, kernel_layout: str) -> Callable[[int, int], PrimExpr]:
+    """Channel `c`'s weight at kernel position (ky, kx), read from `wb` in `kernel_layout`."""
+    return lambda ky, kx: BufferLoad(wb, in_blocked((c, const(0), const(ky), const(kx)), "OIHW", kernel_layout))
+
+
+def taps(weight: Callable[[int, int], PrimExpr], pixels: Callable[[int, int], PrimExpr], kernel: tuple[int, int],
+         lanes: int) -> PrimExpr:
+    """The sum over the kernel of broadcast `weight(ky, kx)` x `pixels(ky, kx)`, in independent
+    chains of at most `CHAIN_TAPS` taps (one multiply, then an `fma` per tap) added at the end."""
+    positions = [(ky, kx) for ky in range(kernel[0]) for kx in range(kernel[1])]
+    count = -(-len(positions) // CHAIN_TAPS)
+    chains: list[PrimExpr] = []
+    for k in range(count):
+        value: PrimExpr | None = None
+        for ky, kx in positions[k::count]:
+            wv = splat(weight(ky, kx), lanes)
+            value = BinaryOp("mul", wv, pixels(ky, kx)) if value is None else Call("fma", [wv, pixels(ky, kx), value])
+        assert value is not None
+        chains.append(value)
+    while len(chains) > 1:
+        chains = [BinaryOp("add", chains[i], chains[i + 1]) if i + 1 < len(chains) else chains[i]
+                  for i in range(0, len(chains), 2)]
+    return chains[0]
