@@ -9,14 +9,18 @@ wide, with the padding written as zeros there: no padded copy of the input is ma
 Output pixel (y, x) is computed at position y * Wq + x; for tap (ky, kx) it reads phase
 ((ky DH) mod SH, (kx DW) mod SW) at that position plus ((ky DH) div SH) * Wq + (kx DW) div SW,
 so consecutive positions are consecutive elements across row ends and every tap is one
-contiguous vector load with a broadcast weight, in `fma` chains of at most `CHAIN_TAPS` taps.
+contiguous vector load. `STEP_VECTORS` vectors of positions are accumulated together, tap by
+tap: one broadcast weight feeds that many independent `fma` chains (ConvNeXt's 7x7 kernels: one
+49-long chain per vector, and a broadcast load per fma, ran at 1.8-1.9x onnxruntime's time on
+56x56 and 28x28 maps, 1.2x so).
 The Wq - OW positions between two output rows are computed and dropped; the rows are then stored
 from a local buffer of the positions, where the fused epilogue applies.
 
 Against the row-vector schedule this replaced (a vector of output columns per store, a strided
 load and a shuffle per tap at stride 2, a separate padding stage), onnxruntime's time over this
-one's went on EfficientNet-B0's shapes from 2.4-3.9x to 1.1-1.9x (5x5/2), 2.6x to 2.2x (7x7
-maps), 1.4-1.5x to 1.1-1.2x (5x5 on 14x14 and 28x28), 1.2-1.6x to 1.0-1.4x (3x3/2), znver5."""
+one's went on EfficientNet-B0's shapes from 2.4-3.9x to 1.0-1.8x (5x5/2), 2.6x to 2.1x (7x7
+maps), 1.4-1.5x to 1.0-1.1x (5x5 on 14x14 and 28x28), 1.2-1.6x to 1.0-1.3x (3x3/2), znver5.
+7x7 maps stay slow: 49 outputs take 73-85 positions (5-6 vectors) and 7 short row stores."""
 
 from __future__ import annotations
 
@@ -38,11 +42,12 @@ from irtool.ir.tir import (
 )
 from irtool.lower.schedules.layout import in_blocked
 from irtool.lower.schedules.pad import row_pieces
-from irtool.lower.schedules.tile import Store, splat, vec
+from irtool.lower.schedules.tile import Store, chunks, splat, vec
 from irtool.lower.te import INDEX, Builder, Scheduled, Tensor, add, const, imm, mul
 
-# Taps per `fma` chain: a 25-tap chain is 25 dependent fmas (4 cycles each) per vector.
-CHAIN_TAPS = 8
+# Output vectors accumulated together, tap by tap: each broadcast weight is loaded once for all
+# of them, and their fma chains are independent (a 49-tap chain is 49 dependent fmas).
+STEP_VECTORS = 8
 
 
 def conv2d_depthwise(data: Tensor, w: Tensor, kernel_layout: str, kernel: tuple[int, int], dtype: str,
@@ -58,6 +63,7 @@ def conv2d_depthwise(data: Tensor, w: Tensor, kernel_layout: str, kernel: tuple[
     (sh, sw), (dh, dw) = strides, dilation
     hq, wq = -(-(h + top + bottom) // sh), -(-(wd + left + right) // sw)   # a phase plane
     positions = (oh - 1) * wq + ow           # through the last output pixel
+    kernel_positions = [(ky, kx) for ky in range(kernel[0]) for kx in range(kernel[1])]
 
     def emit(builder: Builder, store: Store) -> Stmt:
         db, wb = builder.buffer_of(data), builder.buffer_of(w)
@@ -94,15 +100,32 @@ def conv2d_depthwise(data: Tensor, w: Tensor, kernel_layout: str, kernel: tuple[
 
         weight = weights_of(wb, c, kernel_layout)
 
-        def sweep(q0: PrimExpr, n: int) -> Stmt:
-            def pixels(ky: int, kx: int) -> PrimExpr:
-                (ry, py), (rx, px) = divmod(ky * dh, sh), divmod(kx * dw, sw)
-                return BufferLoad(plane, (vec(add(q0, (py * sw + px) * hq * wq + ry * wq + rx), n),))
-            return BufferStore(wide, (vec(q0, n),), taps(weight, pixels, kernel, n))
+        def pixels(ky: int, kx: int, q0: PrimExpr, n: int) -> PrimExpr:
+            (ry, py), (rx, px) = divmod(ky * dh, sh), divmod(kx * dw, sw)
+            return BufferLoad(plane, (vec(add(q0, (py * sw + px) * hq * wq + ry * wq + rx), n),))
+
+        def step(q0: PrimExpr, pieces: list[tuple[int, int]]) -> Stmt:
+            """Positions q0 + offset of each (offset, lanes) piece, accumulated tap by tap."""
+            acc = Buffer("dw_acc", (STEP_VECTORS * lanes,), "float32", scope="local")
+            body: list[Stmt] = []
+            for k, (ky, kx) in enumerate(kernel_positions):
+                for offset, n in pieces:
+                    at, wv, px = (vec(const(offset), n),), splat(weight(ky, kx), n), pixels(ky, kx, add(q0, offset), n)
+                    body.append(BufferStore(acc, at, BinaryOp("mul", wv, px) if k == 0 else
+                                            Call("fma", [wv, px, BufferLoad(acc, at)])))
+            body += [BufferStore(wide, (vec(add(q0, offset), n),), BufferLoad(acc, (vec(const(offset), n),)))
+                     for offset, n in pieces]
+            return Allocate(acc, seq(body))
+        span = STEP_VECTORS * lanes
+        s = Var("s", INDEX)
+        steps = [For(s, const(0), const(positions // span), "serial",
+                     step(mul(s, span), [(t * lanes, lanes) for t in range(STEP_VECTORS)]))] if positions >= span else []
+        if positions % span:
+            steps.append(step(const(positions - positions % span), chunks(positions % span, lanes)))
         rows = For(y, const(0), const(oh), "serial", seq(row_pieces(ow, lanes, lambda x0, n: store(
             (b, c, y, vec(x0, n)), BufferLoad(wide, (vec(add(mul(y, wq), x0), n),))))))
         copies = [stmt for py in range(sh) for px in range(sw) for stmt in phase(py, px)]
-        body = Allocate(plane, Allocate(wide, seq([*copies, *row_pieces(positions, lanes, sweep), rows])))
+        body = Allocate(plane, Allocate(wide, seq([*copies, *steps, rows])))
         return For(b, const(0), const(n_ext), "serial", For(c, const(0), const(c_ext), "serial", body))
     return Scheduled(out_shape, dtype, emit, "conv2d")
 
@@ -111,22 +134,3 @@ def weights_of(wb: Buffer, c: PrimExpr, kernel_layout: str) -> Callable[[int, in
     """Channel `c`'s weight at kernel position (ky, kx), read from `wb` in `kernel_layout`."""
     return lambda ky, kx: BufferLoad(wb, in_blocked((c, const(0), const(ky), const(kx)), "OIHW", kernel_layout))
 
-
-def taps(weight: Callable[[int, int], PrimExpr], pixels: Callable[[int, int], PrimExpr], kernel: tuple[int, int],
-         lanes: int) -> PrimExpr:
-    """The sum over the kernel of broadcast `weight(ky, kx)` x `pixels(ky, kx)`, in independent
-    chains of at most `CHAIN_TAPS` taps (one multiply, then an `fma` per tap) added at the end."""
-    positions = [(ky, kx) for ky in range(kernel[0]) for kx in range(kernel[1])]
-    count = -(-len(positions) // CHAIN_TAPS)
-    chains: list[PrimExpr] = []
-    for k in range(count):
-        value: PrimExpr | None = None
-        for ky, kx in positions[k::count]:
-            wv = splat(weight(ky, kx), lanes)
-            value = BinaryOp("mul", wv, pixels(ky, kx)) if value is None else Call("fma", [wv, pixels(ky, kx), value])
-        assert value is not None
-        chains.append(value)
-    while len(chains) > 1:
-        chains = [BinaryOp("add", chains[i], chains[i + 1]) if i + 1 < len(chains) else chains[i]
-                  for i in range(0, len(chains), 2)]
-    return chains[0]
