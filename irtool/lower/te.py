@@ -46,10 +46,14 @@ from irtool.ir.tir import (
 )
 # The index arithmetic lives with the TIR passes (unrolling folds with it); rules import it from here.
 from irtool.tir_transform.arith import INDEX, add, const, floordiv, floormod, int_value, mul, sub  # noqa: F401
-from irtool.tir_transform.vectorize import MAX_LANES, widen_expr
+from irtool.tir_transform.vectorize import widen_expr
 
 Idx = tuple[PrimExpr, ...]
 _T = TypeVar("_T")
+
+
+# Elementwise rows narrower than this are one vector statement (`Builder.finish_nest`).
+SHORT_ROW = 32
 
 
 class Tensor:
@@ -428,8 +432,9 @@ class Builder:
             body = Allocate(buf, body)
         # A short innermost row of a plain elementwise nest is one vector statement: left to
         # LLVM, a 28-wide row was unrolled and the loop around it vectorized with gathers and
-        # scatters (a squeeze-excite scale, 1x240x28x28, ran at 2 GFLOP/s on znver5).
-        short = not ctx.prelude and bool(t.shape) and 1 < t.shape[-1] <= MAX_LANES
+        # scatters (a squeeze-excite scale, 1x240x28x28, ran at 2 GFLOP/s on znver5; 56-wide
+        # rows were vectorized along).
+        short = not ctx.prelude and bool(t.shape) and 1 < t.shape[-1] < SHORT_ROW
         for k, (v, e) in enumerate(zip(reversed(loop_vars), reversed(t.shape))):
             body = For(v, const(0), const(e), "vectorized" if short and k == 0 else "serial", body)
         return body

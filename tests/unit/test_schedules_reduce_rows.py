@@ -83,4 +83,4 @@ def test_broadcast_scale_of_short_rows_is_one_vector_per_row(width: int) -> None
 
 
 def test_long_rows_stay_serial_loops() -> None:
-    assert _vectorized_extents(_module("multiply(%x, %x)", (2, 100))) == []
+    assert _vectorized_extents(_module("multiply(%x, %x)", (2, 64))) == []
