@@ -95,7 +95,7 @@ def _mean(args: list, attrs: Attrs, out: Type) -> Tensor:
         count *= x.shape[a]
     vectors = trailing_sum(x, axes, shape_of(out), register_tile().lanes, lambda total: mean_of(total, count))
     return vectors or reduction(x, axes, bool(attrs["keepdims"]), out, REDUCERS["sum"][0], _identity(0)(x),
-                     lambda total: mean_of(total, count), "mean", sum_dtype(x.dtype))
+                                lambda total: mean_of(total, count), "mean", sum_dtype(x.dtype))
 
 
 def _arg_reduce(name: str, better: str) -> None:
