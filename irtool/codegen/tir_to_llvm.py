@@ -51,7 +51,7 @@ _LLVM_INTRINSICS = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", 
                     "trunc": "trunc", "sin": "sin", "cos": "cos", "tan": "tan", "asin": "asin", "acos": "acos",
                     "atan": "atan", "sinh": "sinh", "cosh": "cosh", "pow": "pow", "fma": "fma"}
 # float32 math emitted inline (`irtool.codegen.vector_math`): libm would be called lane by lane.
-_INLINE_FLOAT32 = ("exp", "tanh", "erf")
+_INLINE_FLOAT32 = ("exp", "tanh", "erf", "sigmoid")
 # Math intrinsics LLVM has no intrinsic for: libm calls, lane by lane.
 _LIBM = ("erf", "asinh", "acosh", "atanh")
 _FCMP = {"eq": "oeq", "ne": "une", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge"}
@@ -838,10 +838,6 @@ class FunctionEmitter:
         if name == "rsqrt":
             root = self.intrinsic(Call("sqrt", node.args), args)
             return self.emit(f"fdiv {fmf}{ty} {one}, {root}")
-        if name == "sigmoid":   # 1 / (1 + exp(-x)), as the interpreter computes it
-            neg = self.emit(f"fneg {fmf}{ty} {args[0]}")
-            e = self.intrinsic(Call("exp", node.args), [neg])
-            return self.emit(f"fdiv {fmf}{ty} {one}, {self.emit(f'fadd {fmf}{ty} {one}, {e}')}")
         if name == "fmod":   # C's fmod
             return self.emit(f"frem {fmf}{ty} {args[0]}, {args[1]}")
         if name in _LIBM:

@@ -97,8 +97,10 @@ def test_erf_edge_cases() -> None:
 
 
 def test_vector_lanes_and_scalar_remainder_agree_bitwise() -> None:
-    x = np.linspace(-90, 80, 19, dtype=np.float32) + np.float32(0.37)
-    mod = prepare(module("exp", "19"), TargetOptions())
+    # 35 elements: a row longer than one vector statement (te's SHORT_ROW), a loop LLVM
+    # vectorizes with a scalar remainder
+    x = np.linspace(-90, 80, 35, dtype=np.float32) + np.float32(0.37)
+    mod = prepare(module("exp", "35"), TargetOptions())
     optimised = emit_llvm(compile_module(mod, "m", TargetOptions()))
     assert re.search(r"llvm\.fma\.v\d+f32", optimised) and "llvm.fma.f32" in optimised   # both kinds ran
     for op in ("exp", "tanh", "sigmoid", "erf"):
@@ -130,3 +132,13 @@ def test_sigmoid_and_half_exp_go_through_the_routine() -> None:
     got = irtool.build(module("exp", "999", "float16"))(h)
     want16 = np.exp(h.astype(np.float64)).astype(np.float16)
     assert np.abs(got.view(np.int16).astype(int) - want16.view(np.int16).astype(int)).max() <= 1
+
+
+def test_sigmoid_is_one_over_one_plus_exp_bitwise_and_zero_in_the_subnormal_tail() -> None:
+    """sigmoid's exp applies 2^n at once: the same bits as `exp` wherever the result is normal."""
+    x = np.linspace(-88.3, 87.3, 4001, dtype=np.float32)
+    one = np.float32(1)
+    want = one / (one + run("exp", -x))
+    assert (run("sigmoid", x).view(np.uint32) == want.view(np.uint32)).all()
+    tail = run("sigmoid", np.array([-88.4, -100.0, -np.inf, 88.0, np.inf, np.nan], np.float32))
+    assert tail[:3].tolist() == [0, 0, 0] and tail[3] == tail[4] == 1 and np.isnan(tail[5])

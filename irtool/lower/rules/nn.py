@@ -22,6 +22,7 @@ from irtool.lower.schedules import conv2d_schedule, dense_tiled, register_tile
 from irtool.lower.schedules.int8 import conv2d_int8, dense_int8
 from irtool.lower.schedules.layout import in_blocked
 from irtool.lower.schedules.matmul import matmul_tiled
+from irtool.lower.schedules.conv_depthwise import conv2d_depthwise
 from irtool.lower.schedules.pad import pad_nchw
 from irtool.lower.schedules.pool import Window, global_pool_nchw, pool2d_nchw
 from irtool.lower.te import (
@@ -76,6 +77,11 @@ def _conv2d(args: list, attrs: Attrs, out: Type) -> Tensor:
     sh, sw = int_pair(attrs["strides"])
     data: Tensor = x
     data_layout = dl
+    if groups == c == o and dl == ol == "NCHW":   # the depthwise schedule pads as it copies
+        depthwise = conv2d_depthwise(x, w, kl, (kh, kw), dtype, shape_of(out), (sh, sw), (dh, dw),
+                                     register_tile().lanes, (top, left, bottom, right))
+        if depthwise is not None:
+            return depthwise
     if top or left or bottom or right:
         data, data_layout = _pad_stage(x, dl, (top, left, bottom, right), (n, c, h, wd)), "NCHW"
     if data_layout == "NCHW" and ol == "NCHW":

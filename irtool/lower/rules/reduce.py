@@ -7,6 +7,8 @@ from collections.abc import Callable, Sequence
 from irtool.ir.tir import BinaryOp, PrimExpr, is_float
 from irtool.ir.types import Type
 from irtool.lower.rules._rule import Attrs, out_tensor_type, rule, shape_of, sum_dtype
+from irtool.lower.schedules.reduce_rows import trailing_sum
+from irtool.lower.schedules.tile import register_tile
 from irtool.lower.te import (Element, Idx, Reduce, Tensor, acc_load, acc_store, cast, const, imm, ravel, select)
 from irtool.ops.definitions.reduce import reduce_axes
 
@@ -66,7 +68,8 @@ def _reduce_rule(name: str, combine: Combine, init: Callable[[Tensor], Callable[
         x = args[0]
         axes = reduce_axes(name, attrs, x.ndim)
         wide = sum_dtype(x.dtype) if name == "sum" else None   # numpy's half sums are float32
-        return reduction(x, axes, bool(attrs["keepdims"]), out, combine, init(x), name=name, wide=wide)
+        vectors = trailing_sum(x, axes, shape_of(out), register_tile().lanes, lambda t: t) if name == "sum" else None
+        return vectors or reduction(x, axes, bool(attrs["keepdims"]), out, combine, init(x), name=name, wide=wide)
 
 
 for _name, (_combine, _init) in REDUCERS.items():
@@ -90,8 +93,9 @@ def _mean(args: list, attrs: Attrs, out: Type) -> Tensor:
     count = 1
     for a in axes:
         count *= x.shape[a]
-    return reduction(x, axes, bool(attrs["keepdims"]), out, REDUCERS["sum"][0], _identity(0)(x),
-                     lambda total: mean_of(total, count), "mean", sum_dtype(x.dtype))
+    vectors = trailing_sum(x, axes, shape_of(out), register_tile().lanes, lambda total: mean_of(total, count))
+    return vectors or reduction(x, axes, bool(attrs["keepdims"]), out, REDUCERS["sum"][0], _identity(0)(x),
+                                lambda total: mean_of(total, count), "mean", sum_dtype(x.dtype))
 
 
 def _arg_reduce(name: str, better: str) -> None:

@@ -1,15 +1,26 @@
-"""Depthwise `nn.conv2d` (one input and one output channel per group) vectorized along the
-output row: each output vector is the sum of KH x KW products of a broadcast weight and a
-vector of input columns (contiguous at unit column stride, strided otherwise), accumulated in
-registers by an unrolled `fma` chain and stored once. Vectorizing over channels would need one
-input channel per lane (a gather per step) in NCHW.
+"""Depthwise `nn.conv2d` (one input and one output channel per group) as a flat sweep of each
+channel's plane in vectors of the target's lanes. Vectorizing over channels would need one
+input channel per lane in NCHW (a gather per input and a scatter per output pixel: 1.2-1.3x
+slower than this on EfficientNet's 7x7 and 14x14 maps, znver5).
 
-A row narrower than a vector (7- and 14-wide maps of MobileNet and EfficientNet on 16
-lanes) fills few lanes, so at unit stride the plane is swept flat instead: the padded input
-plane is copied into a local buffer, where output pixel (y, x) computed at position
-y * W + x (W the padded width) reads input position y * W + x + ky * W + kx, so consecutive
-positions are consecutive inputs across row ends. The W - OW positions between two output rows
-are computed and dropped; the rows are then stored from a local buffer of the positions."""
+The input plane is copied into a local buffer as its SH x SW phase planes (padded rows py,
+py + SH, ...; padded columns px, px + SW, ...; one plane at unit stride), each Wq = ceil(Wp / SW)
+wide, with the padding written as zeros there: no padded copy of the input is made beforehand.
+Output pixel (y, x) is computed at position y * Wq + x; for tap (ky, kx) it reads phase
+((ky DH) mod SH, (kx DW) mod SW) at that position plus ((ky DH) div SH) * Wq + (kx DW) div SW,
+so consecutive positions are consecutive elements across row ends and every tap is one
+contiguous vector load. `STEP_VECTORS` vectors of positions are accumulated together, tap by
+tap: one broadcast weight feeds that many independent `fma` chains (ConvNeXt's 7x7 kernels: one
+49-long chain per vector, and a broadcast load per fma, ran at 1.8-1.9x onnxruntime's time on
+56x56 and 28x28 maps, 1.2x so).
+The Wq - OW positions between two output rows are computed and dropped; the rows are then stored
+from a local buffer of the positions, where the fused epilogue applies.
+
+Against the row-vector schedule this replaced (a vector of output columns per store, a strided
+load and a shuffle per tap at stride 2, a separate padding stage), onnxruntime's time over this
+one's went on EfficientNet-B0's shapes from 2.4-3.9x to 1.0-1.8x (5x5/2), 2.6x to 2.1x (7x7
+maps), 1.4-1.5x to 1.0-1.1x (5x5 on 14x14 and 28x28), 1.2-1.6x to 1.0-1.3x (3x3/2), znver5.
+7x7 maps stay slow: 49 outputs take 73-85 positions (5-6 vectors) and 7 short row stores."""
 
 from __future__ import annotations
 
@@ -19,8 +30,8 @@ from irtool.ir.tir import (
     Allocate,
     BinaryOp,
     Buffer,
-    BufferStore,
     BufferLoad,
+    BufferStore,
     Call,
     For,
     PrimExpr,
@@ -32,43 +43,90 @@ from irtool.ir.tir import (
 from irtool.lower.schedules.layout import in_blocked
 from irtool.lower.schedules.pad import row_pieces
 from irtool.lower.schedules.tile import Store, chunks, splat, vec
-from irtool.lower.te import INDEX, Builder, Scheduled, Tensor, add, const, mul
+from irtool.lower.te import INDEX, Builder, Scheduled, Tensor, add, const, imm, mul
 
-
-def flat_plane(strides: tuple[int, int], width: int, lanes: int) -> bool:
-    """Whether the depthwise conv sweeps its plane flat: at unit stride, when an output row is
-    narrower than a vector (a 7- or 14-lane vector is split by LLVM into 4 + 2 + 1 or 8 + 4 + 2;
-    a 28-wide map on 16 lanes measured the same either way, znver4)."""
-    return strides == (1, 1) and width < lanes
+# Output vectors accumulated together, tap by tap: each broadcast weight is loaded once for all
+# of them, and their fma chains are independent (a 49-tap chain is 49 dependent fmas).
+STEP_VECTORS = 8
 
 
 def conv2d_depthwise(data: Tensor, w: Tensor, kernel_layout: str, kernel: tuple[int, int], dtype: str,
                      out_shape: tuple[int, ...], strides: tuple[int, int], dilation: tuple[int, int],
-                     lanes: int) -> Scheduled | None:
-    """The depthwise NCHW conv over already padded `data` (groups = input = output channels),
-    or None for dtypes other than float32."""
+                     lanes: int, pads: tuple[int, int, int, int] = (0, 0, 0, 0)) -> Scheduled | None:
+    """The depthwise NCHW conv (groups = input = output channels) over `data` padded by `pads`
+    (top, left, bottom, right), or None for dtypes other than float32."""
     if not (dtype == "float32" and data.dtype == w.dtype == dtype) or min(out_shape) == 0:
         return None
-    if flat_plane(strides, out_shape[3], lanes):
-        return conv2d_depthwise_flat(data, w, kernel_layout, kernel, out_shape, dilation, lanes)
     n_ext, c_ext, oh, ow = out_shape
-    kh, kw = kernel
+    top, left, bottom, right = pads
+    h, wd = data.shape[2], data.shape[3]
     (sh, sw), (dh, dw) = strides, dilation
+    hq, wq = -(-(h + top + bottom) // sh), -(-(wd + left + right) // sw)   # a phase plane
+    positions = (oh - 1) * wq + ow           # through the last output pixel
+    kernel_positions = [(ky, kx) for ky in range(kernel[0]) for kx in range(kernel[1])]
 
     def emit(builder: Builder, store: Store) -> Stmt:
         db, wb = builder.buffer_of(data), builder.buffer_of(w)
         b, c, y = Var("b", INDEX), Var("c", INDEX), Var("oy", INDEX)
+        plane = Buffer("dw_plane", (sh * sw * hq * wq,), "float32", scope="local")
+        wide = Buffer("dw_wide", (positions,), "float32", scope="local")
+
+        def phase(py: int, px: int) -> list[Stmt]:
+            """Padded rows py, py + sh, ... and columns px, px + sw, ... as `hq` rows of `wq`
+            elements: the input where it lies, zeros around it (padding, and the cells past a
+            shorter phase, which only dropped positions read)."""
+            first_row, end_row = max(0, -(-(top - py) // sh)), min(hq, -(-(top + h - py) // sh))
+            first_col, end_col = max(0, -(-(left - px) // sw)), min(wq, -(-(left + wd - px) // sw))
+            base = (py * sw + px) * hq * wq
+
+            def zeros(row: PrimExpr, start: int, end: int) -> list[Stmt]:
+                return row_pieces(end - start, lanes, lambda x0, n: BufferStore(
+                    plane, (vec(add(add(mul(row, wq), x0), base + start), n),), splat(imm(0.0, "float32"), n)))
+
+            def zero_rows(start: int, end: int) -> list[Stmt]:
+                r = Var("r", INDEX)
+                return [For(r, const(start), const(end), "serial", seq(zeros(r, 0, wq)))] if end > start else []
+            if end_row <= first_row or end_col <= first_col:
+                return zero_rows(0, hq)   # a phase of padding only
+            r = Var("r", INDEX)
+
+            def piece(x0: PrimExpr, n: int) -> Stmt:
+                col = add(mul(x0, sw), first_col * sw + px - left)
+                return BufferStore(plane, (vec(add(add(mul(r, wq), x0), base + first_col), n),), BufferLoad(
+                    db, (b, c, add(mul(r, sh), py - top), Ramp(col, const(sw), n) if n > 1 else col)))
+            copy = For(r, const(first_row), const(end_row), "serial", seq(
+                [*zeros(r, 0, first_col), *row_pieces(end_col - first_col, lanes, piece), *zeros(r, end_col, wq)]))
+            return [*zero_rows(0, first_row), copy, *zero_rows(end_row, hq)]
 
         weight = weights_of(wb, c, kernel_layout)
 
-        def row_vector(x0: PrimExpr, n: int) -> Stmt:
-            def pixels(ky: int, kx: int) -> PrimExpr:
-                col = add(mul(x0, sw), kx * dw)
-                return BufferLoad(db, (b, c, add(mul(y, sh), ky * dh), Ramp(col, const(sw), n) if n > 1 else col))
-            return store((b, c, y, vec(x0, n)), taps(weight, pixels, kernel, n))
-        row = row_pieces(ow, lanes, row_vector)
-        return For(b, const(0), const(n_ext), "serial", For(c, const(0), const(c_ext), "serial", For(
-            y, const(0), const(oh), "serial", seq(row))))
+        def pixels(ky: int, kx: int, q0: PrimExpr, n: int) -> PrimExpr:
+            (ry, py), (rx, px) = divmod(ky * dh, sh), divmod(kx * dw, sw)
+            return BufferLoad(plane, (vec(add(q0, (py * sw + px) * hq * wq + ry * wq + rx), n),))
+
+        def step(q0: PrimExpr, pieces: list[tuple[int, int]]) -> Stmt:
+            """Positions q0 + offset of each (offset, lanes) piece, accumulated tap by tap."""
+            acc = Buffer("dw_acc", (STEP_VECTORS * lanes,), "float32", scope="local")
+            body: list[Stmt] = []
+            for k, (ky, kx) in enumerate(kernel_positions):
+                for offset, n in pieces:
+                    at, wv, px = (vec(const(offset), n),), splat(weight(ky, kx), n), pixels(ky, kx, add(q0, offset), n)
+                    body.append(BufferStore(acc, at, BinaryOp("mul", wv, px) if k == 0 else
+                                            Call("fma", [wv, px, BufferLoad(acc, at)])))
+            body += [BufferStore(wide, (vec(add(q0, offset), n),), BufferLoad(acc, (vec(const(offset), n),)))
+                     for offset, n in pieces]
+            return Allocate(acc, seq(body))
+        span = STEP_VECTORS * lanes
+        s = Var("s", INDEX)
+        steps = [For(s, const(0), const(positions // span), "serial",
+                     step(mul(s, span), [(t * lanes, lanes) for t in range(STEP_VECTORS)]))] if positions >= span else []
+        if positions % span:
+            steps.append(step(const(positions - positions % span), chunks(positions % span, lanes)))
+        rows = For(y, const(0), const(oh), "serial", seq(row_pieces(ow, lanes, lambda x0, n: store(
+            (b, c, y, vec(x0, n)), BufferLoad(wide, (vec(add(mul(y, wq), x0), n),))))))
+        copies = [stmt for py in range(sh) for px in range(sw) for stmt in phase(py, px)]
+        body = Allocate(plane, Allocate(wide, seq([*copies, *steps, rows])))
+        return For(b, const(0), const(n_ext), "serial", For(c, const(0), const(c_ext), "serial", body))
     return Scheduled(out_shape, dtype, emit, "conv2d")
 
 
@@ -76,44 +134,3 @@ def weights_of(wb: Buffer, c: PrimExpr, kernel_layout: str) -> Callable[[int, in
     """Channel `c`'s weight at kernel position (ky, kx), read from `wb` in `kernel_layout`."""
     return lambda ky, kx: BufferLoad(wb, in_blocked((c, const(0), const(ky), const(kx)), "OIHW", kernel_layout))
 
-
-def taps(weight: Callable[[int, int], PrimExpr], pixels: Callable[[int, int], PrimExpr], kernel: tuple[int, int],
-         lanes: int) -> PrimExpr:
-    """The sum over the kernel of broadcast `weight(ky, kx)` x `pixels(ky, kx)`: one multiply,
-    then an `fma` per tap."""
-    value: PrimExpr | None = None
-    for ky in range(kernel[0]):
-        for kx in range(kernel[1]):
-            wv = splat(weight(ky, kx), lanes)
-            value = BinaryOp("mul", wv, pixels(ky, kx)) if value is None else Call("fma", [wv, pixels(ky, kx), value])
-    assert value is not None
-    return value
-
-
-def conv2d_depthwise_flat(data: Tensor, w: Tensor, kernel_layout: str, kernel: tuple[int, int],
-                          out_shape: tuple[int, ...], dilation: tuple[int, int], lanes: int) -> Scheduled:
-    """The unit-stride depthwise conv over the flattened padded plane (see the module doc)."""
-    n_ext, c_ext, oh, ow = out_shape
-    hp, wp = data.shape[2], data.shape[3]
-    dh, dw = dilation
-    positions = (oh - 1) * wp + ow    # through the last output pixel
-
-    def emit(builder: Builder, store: Store) -> Stmt:
-        db, wb = builder.buffer_of(data), builder.buffer_of(w)
-        b, c = Var("b", INDEX), Var("c", INDEX)
-        plane = Buffer("dw_plane", (hp * wp,), "float32", scope="local")
-        wide = Buffer("dw_wide", (positions,), "float32", scope="local")
-        r, y = Var("r", INDEX), Var("oy", INDEX)
-        copy = For(r, const(0), const(hp), "serial", seq(row_pieces(wp, lanes, lambda x0, n: BufferStore(
-            plane, (vec(add(mul(r, wp), x0), n),), BufferLoad(db, (b, c, r, vec(x0, n)))))))
-
-        weight = weights_of(wb, c, kernel_layout)
-
-        def sweep(q0: PrimExpr, n: int) -> Stmt:
-            return BufferStore(wide, (vec(q0, n),), taps(
-                weight, lambda ky, kx: BufferLoad(plane, (vec(add(q0, ky * dh * wp + kx * dw), n),)), kernel, n))
-        rows = For(y, const(0), const(oh), "serial", seq(row_pieces(ow, lanes, lambda x0, n: store(
-            (b, c, y, vec(x0, n)), BufferLoad(wide, (vec(add(mul(y, wp), x0), n),))))))
-        body = Allocate(plane, Allocate(wide, seq([copy, *row_pieces(positions, lanes, sweep), rows])))
-        return For(b, const(0), const(n_ext), "serial", For(c, const(0), const(c_ext), "serial", body))
-    return Scheduled(out_shape, "float32", emit, "conv2d")
