@@ -144,14 +144,31 @@ def _last_hidden_state(model: Any) -> Any:
     return LastHiddenState()
 
 
+@contextlib.contextmanager
+def _without_script_folder() -> Iterator[None]:
+    """transformers (5.x) imports the hub's `kernels` package when it finds one; run as
+    `python benchmarks/torch_models.py`, this folder is first on sys.path and its kernels.py
+    (irtool's kernel benchmark) is found instead, so `import transformers` fails and the BERT and
+    GPT-2 rows stop at export. The folder is left out while transformers is imported."""
+    here = str(Path(__file__).resolve().parent)
+    saved = sys.path[:]
+    sys.path[:] = [p for p in sys.path if str(Path(p or ".").resolve()) != here]
+    try:
+        yield
+    finally:
+        sys.path[:] = saved
+
+
 def _bert() -> Any:
-    from transformers import BertConfig, BertModel
+    with _without_script_folder():
+        from transformers import BertConfig, BertModel
     return _last_hidden_state(BertModel(BertConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
                                                    intermediate_size=512, max_position_embeddings=128)))
 
 
 def _gpt2() -> Any:
-    from transformers import GPT2Config, GPT2Model
+    with _without_script_folder():
+        from transformers import GPT2Config, GPT2Model
     return _last_hidden_state(GPT2Model(GPT2Config(n_embd=128, n_layer=2, n_head=2, n_positions=128,
                                                    use_cache=False)))
 

@@ -15,7 +15,7 @@ from irtool.ir.types import Any, Dim, TensorType, TupleType, Type
 from irtool.ir.visitor import free_vars
 from irtool.eval.interpreter import evaluate
 from irtool.core.diagnostics import DiagnosticError
-from irtool.ops.registry import TypeRelError, get_op
+from irtool.ops.registry import OpDef, OpPattern, TypeRelError, get_op
 
 if TYPE_CHECKING:
     import onnx
@@ -139,8 +139,55 @@ class Builder:
         return Value(Constant(array), TensorType(array.shape, relay_dtype(array.dtype)), array)
 
     def call(self, op: str, args: Sequence[Value], **attrs: object) -> Value:
-        """A typed call of a registered operator; the type comes from the op's type relation."""
+        """A typed call of a registered operator; the type comes from the op's type relation.
+
+        An elementwise operator on values a reshape regrouped (a MatMul's rows put back into
+        their batch axes) is applied before the reshape (`_under_reshape`), so that fuse-ops
+        gives it to the product's kernel as its epilogue."""
         opdef = get_op(op)
+        assert opdef is not None, op
+        sunk = self._under_reshape(opdef, args)
+        if sunk is None:
+            return self._typed_call(opdef, op, args, attrs)
+        operands, shape = sunk
+        inner = self._typed_call(opdef, op, operands, attrs)
+        return self._typed_call(_RESHAPE, "reshape", [inner], {"newshape": shape})
+
+    def _under_reshape(self, opdef: OpDef, args: Sequence[Value]) -> tuple[list[Value], tuple[Dim, ...]] | None:
+        """The operands of an elementwise call taken from before the reshape(s) that made them,
+        and that reshape's shape, when the call can run there: every reshaped operand comes from
+        the same static shape into the same static shape with the same last axis (only leading
+        axes regrouped, so each row keeps its elements), and every other operand either has that
+        whole shape (a residual: regrouped the same way) or broadcasts along the last axis only
+        (a bias, a scalar: given as a vector of that axis). None otherwise, and for operators
+        whose attributes name axes or shapes."""
+        if opdef.pattern > OpPattern.BROADCAST or not args or any(f.name in _AXIS_ATTRS for f in opdef.attrs or ()):
+            return None
+        sources = [_regrouping(a) for a in args]
+        shapes = {(s.tensor.shape, a.tensor.shape) for a, s in zip(args, sources) if s is not None}
+        if len(shapes) != 1:
+            return None
+        ((inner, outer),) = shapes
+        operands: list[Value] = []
+        for a, source in zip(args, sources):
+            dims = a.dims
+            if source is not None:
+                operands.append(source)
+            elif a.sizes is not None:
+                return None
+            elif dims == outer:    # a whole operand (a residual): regrouped the same way, a view
+                operands.append(self._typed_call(_RESHAPE, "reshape", [a], {"newshape": inner}))
+            elif (len(dims) > len(outer) or any(d != 1 for d in dims[:-1])
+                  or (dims and dims[-1] not in (1, outer[-1]))):
+                return None
+            else:
+                operands.append(self._typed_call(_RESHAPE, "reshape", [a], {"newshape": dims[-1:]})
+                                if len(dims) > 1 else a)
+        return operands, outer
+
+    def _typed_call(self, opdef: OpDef | None, op: str, args: Sequence[Value],
+                    attrs: Mapping[str, object]) -> Value:
+        """`call` as written, without looking at where the operands came from."""
         assert opdef is not None, op
         try:
             canonical = opdef.normalize_attrs(attrs)  # type: ignore[arg-type]
@@ -183,6 +230,24 @@ class Builder:
         if value is None or value.const is None:
             raise Unsupported(f"{what} must be a constant known at import time (static shapes only)")
         return value.const
+
+
+_RESHAPE = get_op("reshape")
+_AXIS_ATTRS = ("axis", "shape", "num_newaxis")   # attributes an operator's axes depend on
+
+
+def _regrouping(value: Value) -> Value | None:
+    """The operand of the `reshape` that made `value` when it only regroups the leading axes of
+    a static shape (the last axis and the order of the elements kept)."""
+    e = value.expr
+    if not (isinstance(e, Call) and isinstance(e.op, Op) and e.op.name == "reshape" and value.sizes is None):
+        return None
+    source = getattr(e.args[0], "checked_type", None)
+    dims = value.dims
+    if not (isinstance(source, TensorType) and source.shape and dims and source.shape[-1] == dims[-1]
+            and all(isinstance(d, int) and d > 0 for d in (*source.shape, *dims))):
+        return None
+    return Value(e.args[0], source, None, value.from_param)
 
 
 Converter = Callable[[Builder, Node], list[Value | None]]

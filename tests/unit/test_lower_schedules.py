@@ -34,7 +34,7 @@ from irtool.lower.schedules import (
     dense_tiled,
     register_tile,
 )
-from irtool.lower.schedules.dense import panel_layout, weight_layout_for
+from irtool.lower.schedules.dense import panel_layout, row_blocks, weight_layout_for
 from irtool.lower.te import Builder, Placeholder
 from irtool.syntax.parser import parse_module
 from irtool.tir_transform.unroll import expand_unrolled
@@ -80,6 +80,26 @@ def test_tiled_dense_any_shape(m: int, k: int, n: int, tile: RegisterTile) -> No
     rng = np.random.default_rng(m * 1000 + k * 100 + n)
     x, w = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((n, k)).astype(np.float32)
     np.testing.assert_allclose(_interpret_tiled(x, w, tile), _reference(x, w), rtol=1e-5, atol=1e-5)
+
+
+@given(extent=st.integers(1, 500), rows=st.integers(1, 16))
+def test_row_tiles_cover_the_rows_evenly(extent: int, rows: int) -> None:
+    """As few tiles as `rows` allows, one after the other, sizes differing by at most one row."""
+    blocks = row_blocks(extent, rows)
+    sizes = [size for _, count, size in blocks for _ in range(count)]
+    assert sum(sizes) == extent and len(sizes) == -(-extent // rows)
+    assert max(sizes) <= rows and max(sizes) - min(sizes) <= 1 and min(count for _, count, _ in blocks) > 0
+    assert [start for start, _, _ in blocks] == [0, blocks[0][1] * blocks[0][2]][:len(blocks)]
+
+
+def test_dense_remainder_rows_are_spread_over_the_tiles() -> None:
+    """49 rows on 8-row tiles: seven tiles of 7 rows, not six of 8 and one of 1."""
+    xb, wb, out = Buffer("x", (49, 8), "float32"), Buffer("w", (32, 8), "float32"), Buffer("o", (49, 32), "float32")
+    t = dense_tiled(Placeholder(xb), Placeholder(wb), "float32", RegisterTile(16, 8))
+    assert t is not None
+    nodes = _nodes(expand_unrolled(PrimFunc([xb, wb, out], Builder().function_body([(t, out)]))).body)
+    fmas = [n for n in nodes if isinstance(n, Call) and n.name == "fma"]
+    assert len(fmas) == 7 * 2     # one tile's code: 7 rows x 2 vectors, in a loop over 7 tiles
 
 
 def test_tile_is_vector_fma_on_constant_accumulator_slots() -> None:
@@ -206,7 +226,7 @@ def test_lowered_dense_matches_relay_interpreter(m: int, k: int, n: int) -> None
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (6, 16, 16), (13, 7, 50), (33, 65, 97), (64, 128, 64)])
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (6, 16, 16), (13, 7, 50), (33, 65, 97), (64, 128, 64), (49, 40, 48)])
 def test_native_tiled_dense(m: int, k: int, n: int) -> None:
     rng = np.random.default_rng(m + k + n)
     x, w = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((n, k)).astype(np.float32)

@@ -15,7 +15,7 @@ the target's float32 lane count (32-bit lanes: 8 with AVX2, 16 with AVX-512).
 from __future__ import annotations
 
 from irtool.ir.tir import Allocate, Buffer, BufferLoad, For, PrimExpr, Stmt, Var, seq, with_lanes
-from irtool.lower.schedules.dense import pack_panel
+from irtool.lower.schedules.dense import pack_panel, row_blocks
 from irtool.lower.schedules.tile import (
     Combine,
     RegisterTile,
@@ -80,7 +80,7 @@ def matmul_tiled(a: Tensor, b: Tensor, dtype: str, out_shape: tuple[int, ...], t
                 return ((g,) if batched else ()) + (m, shifted(cols, n0))
             tiles = [register_tiles(mb, (0, 1, width), shape.lanes, dtype, (k_ext,), scalar, vector, at, store, split,
                                     combine)
-                     for mb in blocks(m_ext, shape.rows)]
+                     for mb in row_blocks(m_ext, shape.rows)]
             if panel is None:
                 return seq(tiles)
             if transpose_b:
