@@ -21,6 +21,7 @@ from irtool.ir.module import IRModule, Program
 from irtool.core.span import Span
 from irtool.core.diagnostics import SOURCES, DiagnosticError
 from irtool.syntax.parser import parse
+from irtool.target import TargetError, TargetOptions, compiling_for
 from irtool.syntax.printer import print_program
 from irtool.passes.manager import run_pipeline, verify
 from irtool.tools import argtypes, verify_diagnostics
@@ -53,6 +54,7 @@ class OptOptions:
     memory_report: str | None = None  # "text" or "json": report main's memory plan
     memory_report_file: str | None = None  # where the report goes (default: stderr)
     memory_timeline: str | None = None  # a PNG of the arena (offset against step), needs matplotlib
+    target: TargetOptions = field(default_factory=TargetOptions)  # what lowering schedules for
 
 
 def process(text: str, source_name: str, options: OptOptions, line_offset: int = 0) -> str:
@@ -66,10 +68,11 @@ def process(text: str, source_name: str, options: OptOptions, line_offset: int =
                                   "but this input is a single expression", span)
         if options.verify and not options.verify_each:
             verify(prog)
-        prog = run_pipeline(prog, options.passes, verify_each=options.verify_each,
-                            print_ir_before=options.print_ir_before, print_ir_after=options.print_ir_after,
-                            print_ir_after_all=options.print_ir_after_all, timing=options.timing,
-                            err=sys.stderr)
+        with compiling_for(options.target):
+            prog = run_pipeline(prog, options.passes, verify_each=options.verify_each,
+                                print_ir_before=options.print_ir_before, print_ir_after=options.print_ir_after,
+                                print_ir_after_all=options.print_ir_after_all, timing=options.timing,
+                                err=sys.stderr)
         verified = options.verify_each
     elif options.verify:
         verify(prog)
@@ -137,6 +140,10 @@ def build_parser() -> argparse.ArgumentParser:
                         metavar="PIPELINE", help="passes to run, e.g. 'inline,fuse-ops{max-depth=64}'")
     passes.add_argument("--pass", dest="pipeline", action="append", metavar="NAME", type=argtypes.non_empty,
                         help="run one more pass (repeatable; runs in command-line order with -p)")
+    passes.add_argument("--mcpu", default="native",
+                        help="the CPU that lowering and alter-layout target: native (the host, default) or an LLVM "
+                        "CPU name; pins the register tiles and vector widths the printed TIR shows")
+    passes.add_argument("--mattr", default=None, help="target features, e.g. +avx2,-avx512f (with --mcpu)")
     passes.add_argument("--list-passes", action="store_true", help="list the passes and their options, then exit")
     passes.add_argument("--print-ir-after-all", action="store_true", help="print the IR after every pass (stderr)")
     passes.add_argument("--print-ir-before", action="append", default=[], metavar="NAME",
@@ -170,6 +177,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                                          ("--memory-timeline", args.memory_timeline)) if path == STDOUT]
     if len(on_stdout) > 1:
         return usage_error(parser, f"{' and '.join(on_stdout)} would both go to standard output")
+    try:
+        args.target = TargetOptions(cpu=args.mcpu, features=args.mattr)
+    except TargetError as exc:
+        return usage_error(parser, f"--{'mattr' if exc.option == 'features' else 'mcpu'}: {exc}")
     return run_tool(PROG, lambda: _run(args))
 
 
@@ -224,7 +235,7 @@ def _options(args: argparse.Namespace) -> OptOptions:
         print_ir_before=tuple(args.print_ir_before), print_ir_after=tuple(args.print_ir_after),
         print_ir_after_all=args.print_ir_after_all, timing=args.timing,
         memory_report=args.memory_report or ("text" if args.memory_report_file else None),
-        memory_report_file=args.memory_report_file, memory_timeline=args.memory_timeline)
+        memory_report_file=args.memory_report_file, memory_timeline=args.memory_timeline, target=args.target)
 
 
 def format_pass_list(entries: Sequence[tuple[str, str, Sequence[PassOption]]]) -> str:

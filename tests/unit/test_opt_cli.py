@@ -308,3 +308,30 @@ def test_no_verify_skips_type_checking(tmp_path: Path, capsys: pytest.CaptureFix
     status, out, err = run([str(path), "--no-verify"], capsys)
     assert (status, err) == (0, "")
     assert "-> Tensor[(7), int8]" in out
+
+
+DENSE = """#[version = "0.0.5"]
+def @main(%x: Tensor[(8, 64), float32], %w: Tensor[(64, 64), float32]) {
+  nn.dense(%x, %w)
+}
+"""
+
+
+@pytest.mark.skipif(os.uname().machine not in ("x86_64", "AMD64"), reason="x86 CPU names")
+@pytest.mark.parametrize("cpu, lanes", [("haswell", 8), ("skylake-avx512", 16)])
+def test_mcpu_pins_the_vector_width_lowering_prints(cpu: str, lanes: int, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "dense.relay"
+    src.write_text(DENSE)
+    status, out, err = run([f"--mcpu={cpu}", str(src), "-p", "fuse-ops,lower"], capsys)
+    assert status == 0, err
+    widths = {int(n) for n in re.findall(r"broadcast\(0f, (\d+)\)", out)}
+    assert widths == {lanes}
+
+
+def test_an_unknown_mcpu_is_a_usage_error_naming_the_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "good.relay"
+    src.write_text(GOOD)
+    status, out, err = run(["--mcpu=no-such-cpu", str(src)], capsys)
+    assert status == 2 and out == ""
+    assert "--mcpu: unknown CPU 'no-such-cpu'" in err and "Traceback" not in err
