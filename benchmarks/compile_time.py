@@ -13,7 +13,7 @@ the minimum over the repeats is reported. With `--cache DIR` each configuration 
 cold (into an empty DIR/<model>-<threads>) and then `--repeat` times warm from that cache.
 
 `--llvm` instead splits LLVM's share per kernel chunk (the modules `irtool.build` compiles in
-parallel workers): the IR text's size and the CPU seconds of parsing, `-O3` and code generation,
+parallel workers, `entry.CHUNK_BYTES` of IR text each): the IR text's size and the CPU seconds of parsing, `-O3` and code generation,
 each the minimum over `--repeat` runs in this process, one chunk after the other.
 """
 
@@ -30,7 +30,6 @@ from pathlib import Path
 
 from harness import describe_host, load_average, thread_counts
 import irtool
-from irtool.codegen.compile import compile_threads
 from irtool.codegen.entry import generate_module
 from irtool.codegen.machine import optimize, parse, target_machine
 from irtool.driver.prepare import prepare
@@ -82,8 +81,7 @@ def llvm_rows(name: str, module: IRModule, threads: int, repeat: int) -> None:
     """Per kernel chunk of `module` as `irtool.build` splits it: IR bytes and the minimum CPU
     seconds of parse, optimisation and object code."""
     options = TargetOptions(threads=threads)
-    generated = generate_module(prepare(module, options), "irtool", options, embed_constants=False,
-                                chunks=compile_threads())
+    generated = generate_module(prepare(module, options), "irtool", options, embed_constants=False, split=True)
     tm = target_machine(options, jit=True)
     for k, text in enumerate(generated.chunk_irs[1:], 1):
         times: list[tuple[float, float, float]] = []
