@@ -387,6 +387,44 @@ def test_chunks_compile_in_parallel_and_link_to_the_same_results(monkeypatch: py
     np.testing.assert_allclose(got, run_function(parse(RESNETISH, "block.relay"), args), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("chunk_bytes", [1, 4096, 1 << 30])
+def test_kernel_modules_fill_in_generation_order(monkeypatch: pytest.MonkeyPatch, chunk_bytes: int) -> None:
+    """Kernels are gathered in generation order into modules of at least `CHUNK_BYTES` of kernel
+    text (the last may hold less), and the modules are the texts handed to the sink."""
+    from irtool.codegen import TargetOptions, generate_module
+    from irtool.codegen import entry
+    from irtool.driver import prepare
+    monkeypatch.setattr(entry, "CHUNK_BYTES", chunk_bytes)
+    mod = prepare(parse(RESNETISH, "block.relay"), TargetOptions())
+    handed: list[str] = []
+    generated = generate_module(mod, "m", TargetOptions(), split=True, sink=handed.append)
+    assert generated.chunk_irs[1:] == handed
+    kernels = [re.findall(r"^define i32 @m_(\w+)\(", text, re.M) for text in handed]
+    assert [k for ks in kernels for k in ks] == sorted(generated.kernels)
+    sizes = [sum(len(m.group(0)) for m in re.finditer(r"^define .*?^}$", text, re.M | re.S)) for text in handed]
+    assert all(size >= chunk_bytes for size in sizes[:-1])
+    assert len(handed) == {1: len(generated.kernels), 1 << 30: 1}.get(chunk_bytes, len(handed)) >= 1
+
+
+def test_a_kernel_module_carries_the_loop_metadata_of_its_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loop metadata is numbered module-wide; each module of kernels defines the nodes its
+    kernels made (and only those), so its references resolve when it is parsed alone."""
+    from irtool.codegen import entry
+    from irtool.codegen.tir_to_llvm import ModuleContext
+    monkeypatch.setattr(entry, "CHUNK_BYTES", 1)
+    ctx = ModuleContext()
+    handed: list[str] = []
+    chunker = entry._Chunker("; m", ctx, [], handed.append)
+    for k in range(3):
+        tag = ctx.loop_metadata("llvm.loop.vectorize.enable", "i1 true")
+        chunker.add(f"define void @k{k}() {{\nentry:\n  br label %l\nl:\n  br label %l, !llvm.loop {tag}\n}}")
+    chunker.flush()
+    assert len(handed) == 3
+    for k, text in enumerate(handed):
+        assert re.findall(r"^(![0-9]+) = ", text, re.M) == [f"!{2 * k}", f"!{2 * k + 1}"]
+        assert f"!llvm.loop !{2 * k + 1}" in text
+
+
 EMPTY_CASES = {
     "elementwise (0, 4)": ("%x: Tensor[(0, 4), float32]", "exp(%x)"),
     "sum of nothing": ("%x: Tensor[(3, 0), float32]", "sum(%x, axis=[1])"),
