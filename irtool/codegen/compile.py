@@ -52,7 +52,7 @@ class ChunkCompiler:
     the first text: llvmlite runs every LLVM call under one lock, so threads would take turns;
     forked workers start in milliseconds with LLVM initialised. Without `fork`, on one CPU, or
     when the caller runs other Python threads (forking them is unsafe), `objects` compiles the
-    texts one after the other. Use it as a context manager: leaving it stops the workers."""
+    texts one after the other."""
 
     def __init__(self, options: TargetOptions, cache_dir: str | os.PathLike[str] | None = None,
                  progress: Progress | None = None) -> None:
@@ -64,13 +64,8 @@ class ChunkCompiler:
         parallel = workers > 1 and "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
         self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) if parallel else None
 
-    def __enter__(self) -> ChunkCompiler:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def close(self) -> None:
+        """Stops the workers (a compilation still running finishes first)."""
         if self.pool is not None:
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None

@@ -406,6 +406,38 @@ def test_kernel_modules_fill_in_generation_order(monkeypatch: pytest.MonkeyPatch
     assert len(handed) == {1: len(generated.kernels), 1 << 30: 1}.get(chunk_bytes, len(handed)) >= 1
 
 
+def test_kernel_modules_compile_in_turn_beside_other_python_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forking a process that runs other Python threads is unsafe: the compiler then starts no
+    workers and compiles each module in turn, to the same objects the workers make."""
+    import threading
+    from irtool.codegen import TargetOptions, compile as compile_mod, entry, generate_module
+    from irtool.driver import prepare
+    monkeypatch.setattr(entry, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(compile_mod, "compile_threads", lambda: 2)
+    options = TargetOptions(opt_level=1)
+    texts = generate_module(prepare(parse(RESNETISH, "block.relay"), options), "m", options, split=True).chunk_irs[1:]
+
+    def objects() -> tuple[bool, list[bytes]]:
+        compiler = compile_mod.ChunkCompiler(options)
+        try:
+            for text in texts:
+                compiler.submit(text)
+            return compiler.pool is not None, compiler.objects()
+        finally:
+            compiler.close()
+    forked, in_workers = objects()
+    release = threading.Event()
+    other = threading.Thread(target=release.wait)
+    other.start()
+    try:
+        forked_beside_thread, in_turn = objects()
+    finally:
+        release.set()
+        other.join()
+    assert forked and not forked_beside_thread
+    assert in_turn == in_workers and len(in_turn) == len(texts) >= 3
+
+
 def test_a_kernel_module_carries_the_loop_metadata_of_its_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
     """Loop metadata is numbered module-wide; each module of kernels defines the nodes its
     kernels made (and only those), so its references resolve when it is parsed alone."""
