@@ -4,8 +4,8 @@ compile-time targets), split into the Python side and LLVM.
     python benchmarks/compile_time.py [--models resnet50,densenet121] [--threads 1,2] [--repeat 3]
                                       [--cache DIR] [--llvm]
 
-Per model and thread count, `--repeat` builds; each reports its wall time and its CPU time
-(this process plus the forked compile workers, `getrusage`), and the CPU time of `prepare`
+Per model and thread count, `--repeat` builds, each cold, in a forked child process; each
+reports its wall time and its CPU time (the child plus its forked compile workers, `getrusage`), and the CPU time of `prepare`
 alone (lowering, memory planning, parallel loops: the Python side) measured in a separate call
 before it. Wall time on a loaded 2-core host says more about the load than the code, so the
 load average is printed with each row and CPU seconds are the figure to compare across runs;
@@ -13,14 +13,16 @@ the minimum over the repeats is reported. With `--cache DIR` each configuration 
 cold (into an empty DIR/<model>-<threads>) and then `--repeat` times warm from that cache.
 
 `--llvm` instead splits LLVM's share per kernel chunk (the modules `irtool.build` compiles in
-parallel workers): the IR text's size and the CPU seconds of parsing, `-O3` and code generation,
+parallel workers, `entry.CHUNK_BYTES` of IR text each): the IR text's size and the CPU seconds of parsing, `-O3` and code generation,
 each the minimum over `--repeat` runs in this process, one chunk after the other.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import resource
+import struct
 import sys
 import tempfile
 import time
@@ -28,7 +30,6 @@ from pathlib import Path
 
 from harness import describe_host, load_average, thread_counts
 import irtool
-from irtool.codegen.compile import compile_threads
 from irtool.codegen.entry import generate_module
 from irtool.codegen.machine import optimize, parse, target_machine
 from irtool.driver.prepare import prepare
@@ -45,10 +46,29 @@ def cpu_seconds() -> float:
 
 
 def timed_build(module: IRModule, threads: int, cache: Path | None) -> tuple[float, float]:
-    """Wall and CPU seconds of one `irtool.build`."""
-    cpu, started = cpu_seconds(), time.perf_counter()
-    irtool.build(module, threads=threads, cache_dir=cache)
-    return time.perf_counter() - started, cpu_seconds() - cpu
+    """Wall and CPU seconds of one `irtool.build`, in a forked child: a process keeps the engines
+    it built by their IR, so a second build of the same module in this process would be a cache
+    hit, not a build."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:   # the child: build, report, and leave without running any teardown
+        status = 1
+        try:
+            os.close(read)
+            cpu, started = cpu_seconds(), time.perf_counter()
+            irtool.build(module, threads=threads, cache_dir=cache)
+            os.write(write, struct.pack("dd", time.perf_counter() - started, cpu_seconds() - cpu))
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        data = f.read()
+    _, status = os.waitpid(pid, 0)
+    if status != 0 or len(data) != 16:
+        raise SystemExit(f"compile_time: the build of a child process failed (wait status {status})")
+    wall, cpu = struct.unpack("dd", data)
+    return wall, cpu
 
 
 def prepare_cpu(module: IRModule, threads: int) -> float:
@@ -61,8 +81,7 @@ def llvm_rows(name: str, module: IRModule, threads: int, repeat: int) -> None:
     """Per kernel chunk of `module` as `irtool.build` splits it: IR bytes and the minimum CPU
     seconds of parse, optimisation and object code."""
     options = TargetOptions(threads=threads)
-    generated = generate_module(prepare(module, options), "irtool", options, embed_constants=False,
-                                chunks=compile_threads())
+    generated = generate_module(prepare(module, options), "irtool", options, embed_constants=False, split=True)
     tm = target_machine(options, jit=True)
     for k, text in enumerate(generated.chunk_irs[1:], 1):
         times: list[tuple[float, float, float]] = []

@@ -11,8 +11,7 @@ import os
 import subprocess
 import tempfile
 import threading
-from concurrent.futures import ProcessPoolExecutor
-from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
@@ -45,41 +44,56 @@ def _object_code(text: str, options: TargetOptions) -> bytes:
     return tm.emit_object(parse_and_optimize(text, options, tm))
 
 
-def compile_chunks(texts: list[str], options: TargetOptions, cache_dir: str | os.PathLike[str] | None = None,
-                   progress: Progress | None = None) -> list[bytes]:
-    """Object code of each of the module `texts`: from the object cache in `cache_dir` when it
-    holds them (`irtool.codegen.object_cache`), otherwise compiled (and then stored there)."""
-    cache = ObjectCache(cache_dir, options) if cache_dir is not None else None
-    objects = [cache.load(text) if cache is not None else None for text in texts]
-    missing = [k for k, obj in enumerate(objects) if obj is None]
-    compiled = list(_compile_parallel([texts[k] for k in missing], options, progress))
-    for k, obj in zip(missing, compiled):
-        objects[k] = obj
-        if cache is not None:
-            cache.store(texts[k], obj)
-    return objects  # type: ignore[return-value]
+class ChunkCompiler:
+    """Object code of module texts handed in one by one (`submit`, `generate_module`'s `sink`),
+    each compiled as it arrives: the build generates the remaining kernels meanwhile. Texts the
+    object cache in `cache_dir` holds are read from it (`irtool.codegen.object_cache`), the
+    others compiled (and then stored there). The compilations run in worker processes forked at
+    the first text: llvmlite runs every LLVM call under one lock, so threads would take turns;
+    forked workers start in milliseconds with LLVM initialised. Without `fork`, on one CPU, or
+    when the caller runs other Python threads (forking them is unsafe), `objects` compiles the
+    texts one after the other."""
 
+    def __init__(self, options: TargetOptions, cache_dir: str | os.PathLike[str] | None = None,
+                 progress: Progress | None = None) -> None:
+        self.options, self.progress = options, progress
+        self.cache = ObjectCache(cache_dir, options) if cache_dir is not None else None
+        self.texts: list[str] = []
+        self.pending: list[bytes | Future[bytes] | None] = []   # cached, compiling, or still to compile
+        workers = compile_threads()
+        parallel = workers > 1 and "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
+        self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) if parallel else None
 
-def _compile_parallel(texts: list[str], options: TargetOptions, progress: Progress | None) -> Iterator[bytes]:
-    """Each text optimised and compiled, in parallel worker processes: llvmlite runs every LLVM
-    call under one lock, so threads would take turns. The workers are forked (started in
-    milliseconds, LLVM already initialised); without `fork`, or when the caller runs other Python
-    threads (forking them is unsafe), the texts compile one after the other."""
-    if progress is not None:
-        progress.start("compiling", len(texts))
-    workers = min(len(texts), compile_threads())
-    if workers < 2 or "fork" not in multiprocessing.get_all_start_methods() or threading.active_count() > 1:
-        yield from _counted((_object_code(text, options) for text in texts), progress)
-        return
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        yield from _counted(pool.map(_object_code, texts, [options] * len(texts)), progress)
+    def close(self) -> None:
+        """Stops the workers (a compilation still running finishes first)."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
 
+    def submit(self, text: str) -> None:
+        obj = self.cache.load(text) if self.cache is not None else None
+        if obj is None and self.pool is not None:
+            self.pending.append(self.pool.submit(_object_code, text, self.options))
+        else:
+            self.pending.append(obj)
+        self.texts.append(text)
 
-def _counted(objects: Iterable[bytes], progress: Progress | None) -> Iterator[bytes]:
-    for obj in objects:
-        if progress is not None:
-            progress.advance()
-        yield obj
+    def objects(self) -> list[bytes]:
+        """The object of every text submitted, in order (waiting for the workers)."""
+        if self.progress is not None:
+            self.progress.start("compiling", len(self.texts))
+        out: list[bytes] = []
+        for text, pending in zip(self.texts, self.pending):
+            if isinstance(pending, bytes):
+                obj = pending
+            else:
+                obj = _object_code(text, self.options) if pending is None else pending.result()
+                if self.cache is not None:
+                    self.cache.store(text, obj)
+            out.append(obj)
+            if self.progress is not None:
+                self.progress.advance()
+        return out
 
 
 def compile_threads() -> int:

@@ -96,8 +96,8 @@ class GeneratedModule:
     # Without embedded constants (the JIT), the pool is external too: the runtime binds this
     # symbol to memory of its own (numpy's, which asks the kernel for huge pages).
     pool_symbol: str | None = None
-    # With `chunks` > 1: the same code as separate LLVM modules (the entry functions first, then
-    # groups of kernels), to be compiled in parallel and linked by the JIT; `ir` is their text joined.
+    # With `split`: the same code as separate LLVM modules (the entry functions first, then
+    # modules of kernels), to be compiled in parallel and linked by the JIT; `ir` is their text joined.
     chunk_irs: list[str] = field(default_factory=list)
 
 
@@ -512,33 +512,65 @@ def _with_attributes(define: str, group: str) -> str:
     return head.replace(") #0 {", f") {group} {{") + sep + rest
 
 
-def _chunk_texts(header: str, globals_: list[str], kernel_defines: dict[str, str], arity: dict[str, int],
-                 entry_text: str, tail: list[str], chunks: int, threaded: bool) -> list[str]:
-    """Module texts: the entry functions (declaring the kernels) and, if `threaded`, the thread
-    pool, then the kernels (each with its parallel-loop workers) dealt out largest first to the
-    lightest of `chunks` groups. Every text repeats the declarations, attribute groups and metadata
-    (what is unused in one is dropped)."""
-    groups: list[list[str]] = [[] for _ in range(chunks)]
-    sizes = [0] * chunks
-    for symbol, text in sorted(kernel_defines.items(), key=lambda kv: -len(kv[1])):
-        lightest = sizes.index(min(sizes))
-        groups[lightest].append(text)
-        sizes[lightest] += len(text)
-    declares = [f"declare i32 @{symbol}({', '.join(['ptr'] * arity[symbol])})" for symbol in sorted(kernel_defines)]
-    pool, pool_declare = ([EXPORTED_RUNTIME_TEXT], [RUNTIME_DECLARATION]) if threaded else ([], [])
-    entry = "\n".join([header, "", *globals_, "", *declares, "", entry_text, *pool, *tail])
-    return [entry, *("\n".join([header, "", *pool_declare, *group, *tail]) for group in groups if group)]
+# Kernels go to modules of about this much IR text: small enough that the modules keep both
+# workers busy to the end and the first starts compiling while the rest are generated, large
+# enough that LLVM's fixed cost per module (about 2 ms) stays small.
+CHUNK_BYTES = 128 * 1024
+
+
+class _Chunker:
+    """Kernel texts gathered, in the order they are generated, into module texts of about
+    `CHUNK_BYTES` each; each is handed to `sink` as soon as it is full (a worker process can
+    compile it while the rest are generated). Every module declares what the kernels so far
+    declared and the thread pool's entry when there is a parallel loop (unused declarations are
+    dropped), and carries the loop metadata its kernels made (numbered module-wide)."""
+
+    def __init__(self, header: str, ctx: ModuleContext, attributes: list[str],
+                 sink: Callable[[str], None] | None) -> None:
+        self.header, self.ctx, self.attributes, self.sink = header, ctx, attributes, sink
+        self.texts: list[str] = []
+        self.kernels: list[str] = []
+        self.size = 0
+        self.metadata_from = len(ctx.metadata)
+
+    def add(self, kernel: str) -> None:
+        self.kernels.append(kernel)
+        self.size += len(kernel)
+        if self.size >= CHUNK_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.kernels:
+            return
+        ctx = self.ctx
+        pool = [RUNTIME_DECLARATION] if ctx.has_runtime else []
+        text = "\n".join([self.header, "", *pool, *self.kernels, *sorted(ctx.declarations.values()), "",
+                          *self.attributes, "", *ctx.metadata[self.metadata_from:], ""])
+        self.texts.append(text)
+        self.kernels, self.size, self.metadata_from = [], 0, len(ctx.metadata)
+        if self.sink is not None:
+            self.sink(text)
+
+
+def _entry_text(header: str, globals_: list[str], arity: dict[str, int], entry_text: str, tail: list[str],
+                threaded: bool) -> str:
+    """The entry module: `_init` and `_run` declaring the kernels, and the thread pool if `threaded`."""
+    declares = [f"declare i32 @{symbol}({', '.join(['ptr'] * n)})" for symbol, n in sorted(arity.items())]
+    pool = [EXPORTED_RUNTIME_TEXT] if threaded else []
+    return "\n".join([header, "", *globals_, "", *declares, "", entry_text, *pool, *tail])
 
 
 def generate_module(mod: IRModule, prefix: str, options: TargetOptions,
-                    embed_constants: bool = True, export_kernels: bool = False, chunks: int = 1) -> GeneratedModule:
+                    embed_constants: bool = True, export_kernels: bool = False, split: bool = False,
+                    sink: Callable[[str], None] | None = None) -> GeneratedModule:
     """The LLVM IR text of a lowered module: kernels, `<prefix>_init`, `<prefix>_run`, constants,
     workspace size. A module without `main` gives its kernels as exported functions
     `<prefix>_<name>`. With `embed_constants=False` constants are external globals whose data is
     returned in `external_constants` (the JIT binds them to the arrays: no weights pass through IR
     text). `export_kernels` gives `main`'s kernels external linkage too (the profiler calls them).
-    `chunks` > 1 also splits a module with `main` into that many groups of kernels plus the entry
-    functions (`chunk_irs`; kernels get external linkage, the thread pool stays with the entry)."""
+    `split` also splits a module with `main` into the entry functions and modules of kernels of
+    about `CHUNK_BYTES` of text each (`chunk_irs`; kernels get external linkage, the thread pool
+    stays with the entry), handing each kernel module to `sink` as soon as it is complete."""
     main = mod.functions.get("main")
     if not is_lowered(mod):
         raise DiagnosticError("irtool-llc: code generation takes a lowered module; `main` still calls operators "
@@ -550,6 +582,9 @@ def generate_module(mod: IRModule, prefix: str, options: TargetOptions,
         if not is_dataflow_main(mod):
             return generate_functions_module(mod, prefix, options, ctx, embed_constants, export_kernels)
     external: dict[str, np.ndarray] = {}
+    header = f"; irtool-llc module `{prefix}`"
+    attributes = _attribute_groups(options.function_attributes())
+    chunker = _Chunker(header, ctx, attributes, sink) if split and main is not None else None
     kernels = {n: f for n, f in mod.functions.items() if isinstance(f, PrimFunc)}
     parts: list[str] = []
     kernel_defines: dict[str, str] = {}   # symbol -> `define` text, for main's kernels
@@ -562,7 +597,7 @@ def generate_module(mod: IRModule, prefix: str, options: TargetOptions,
             raise DiagnosticError("irtool-llc: `main` must be a Relay function", getattr(main, "span", None))
         builder = _EntryBuilder(mod, prefix, ctx, None if embed_constants else external)
         entry_text, abi, layout = builder.build(main)
-        linkage = "" if export_kernels or chunks > 1 else "internal"
+        linkage = "" if export_kernels or split else "internal"
         for name in sorted(builder.kernel_align):
             symbol = f"{prefix}_{sanitize(name)}"
             before = len(ctx.functions)
@@ -574,6 +609,8 @@ def generate_module(mod: IRModule, prefix: str, options: TargetOptions,
             kernel_defines[symbol] = "\n".join([_with_attributes(define, RUN_KERNEL if name in builder.run_kernels
                                                                  else INIT_KERNEL), *workers])
             arity[symbol] = len(kernels[name].params)
+            if chunker is not None:
+                chunker.add(kernel_defines[symbol])
         if ctx.has_runtime:   # threaded: each inference is a section of the pool (its workers awake)
             entry_text = with_sections(entry_text, f"{prefix}_run")
         parts += [*kernel_defines.values(), entry_text]
@@ -588,11 +625,11 @@ def generate_module(mod: IRModule, prefix: str, options: TargetOptions,
         used = sorted(kernels)
     if abi is not None:
         abi.assert_messages = list(ctx.assert_messages)
-    header = f"; irtool-llc module `{prefix}`"
-    tail = [*sorted(ctx.declarations.values()), "", *_attribute_groups(options.function_attributes()), "",
-            *ctx.metadata, ""]
-    if chunks > 1 and kernel_defines:
-        chunk_irs = _chunk_texts(header, globals_, kernel_defines, arity, entry_text, tail, chunks, ctx.has_runtime)
+    tail = [*sorted(ctx.declarations.values()), "", *attributes, "", *ctx.metadata, ""]
+    if chunker is not None:
+        chunker.flush()
+    if chunker is not None and chunker.texts:
+        chunk_irs = [_entry_text(header, globals_, arity, entry_text, tail, ctx.has_runtime), *chunker.texts]
         ir = "\n".join(chunk_irs)
     else:
         chunk_irs = []
@@ -603,5 +640,7 @@ def generate_module(mod: IRModule, prefix: str, options: TargetOptions,
         # A pool of zero bytes (only empty tensors hoisted) is bound too: the JIT resolves every symbol.
         pool_symbol = f"{prefix}.pool.{hashlib.sha256(ir.encode()).hexdigest()[:16]}"
         ir = ir.replace(f"@{prefix}.pool", f"@{pool_symbol}")
-        chunk_irs = [text.replace(f"@{prefix}.pool", f"@{pool_symbol}") for text in chunk_irs]
+        # Only the entry refers to the pool: kernel modules handed on already are unchanged.
+        if chunk_irs:
+            chunk_irs[0] = chunk_irs[0].replace(f"@{prefix}.pool", f"@{pool_symbol}")
     return GeneratedModule(ir, prefix, abi, used, external, layout, pool_symbol, chunk_irs)

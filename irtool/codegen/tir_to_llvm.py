@@ -557,13 +557,21 @@ class FunctionEmitter:
             return self.emit(f"load {mem}, ptr {ptr}, align {align}"), 1
         if contiguous:
             return self.emit(f"load <{lanes} x {mem}>, ptr {ptr}, align {align}"), lanes
-        raw = "poison"
         vty = f"<{lanes} x {mem}>"
-        for k in range(lanes):
-            p = self.emit(f"extractelement <{lanes} x ptr> {ptr}, i64 {k}")
-            v = self.emit(f"load {mem}, ptr {p}, align {align}")
-            raw = self.emit(f"insertelement {vty} {raw}, {mem} {v}, i64 {k}")
-        return raw, lanes
+        name = self.masked("gather", buf.dtype, lanes, f"{vty} @%s(<{lanes} x ptr>, <{lanes} x i1>, {vty})")
+        return self.emit(f"call {vty} @{name}(<{lanes} x ptr> align {align} {ptr}, "
+                         f"<{lanes} x i1> splat (i1 true), {vty} poison)"), lanes
+
+    def masked(self, kind: str, dtype: str, lanes: int, signature: str) -> str:
+        """The declared `llvm.masked.<kind>` (gather or scatter) of `lanes` elements of `dtype`
+        (`signature` with `%s` for the name). Lanes at unrelated addresses (a channel vector of
+        an NCHW tensor) go through one such call, with every lane enabled, not a scalar access
+        per lane: LLVM's optimiser saw 16 extracts, loads and inserts per vector access, which
+        were half of a convolution's IR and a third of its compile time; the backend chooses
+        gather/scatter instructions or the same scalar accesses."""
+        element = intrinsic_suffix(with_lanes("int8" if is_bool(dtype) else dtype, lanes))
+        name = f"llvm.masked.{kind}.{element}.v{lanes}p0"
+        return self.ctx.declare(name, "declare " + signature % name)
 
     def store(self, node: BufferStore) -> None:
         buf = node.buffer
@@ -578,10 +586,9 @@ class FunctionEmitter:
         if lanes == 1 or contiguous:
             self.lines.append(f"  store {vty} {value}, ptr {ptr}, align {align}")
             return
-        for k in range(lanes):
-            p = self.emit(f"extractelement <{lanes} x ptr> {ptr}, i64 {k}")
-            v = self.emit(f"extractelement {vty} {value}, i64 {k}")
-            self.lines.append(f"  store {mem} {v}, ptr {p}, align {align}")
+        name = self.masked("scatter", buf.dtype, lanes, f"void @%s({vty}, <{lanes} x ptr>, <{lanes} x i1>)")
+        self.lines.append(f"  call void @{name}({vty} {value}, <{lanes} x ptr> align {align} {ptr}, "
+                          f"<{lanes} x i1> splat (i1 true))")
 
     # -- expressions: post-order over an explicit stack; `if_then_else` opens blocks
     def expr(self, root: PrimExpr) -> str:

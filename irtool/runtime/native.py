@@ -28,7 +28,7 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from irtool.codegen.boxes import FREE_SUFFIX, data_fields
-from irtool.codegen.compile import compile_chunks, compile_module, compile_threads
+from irtool.codegen.compile import ChunkCompiler, compile_module, compile_threads
 from irtool.codegen.entry import ABI, GeneratedModule, TensorSpec, generate_module, sanitize
 from irtool.codegen.machine import parse_and_optimize, target_machine
 from irtool.target import TargetOptions
@@ -80,17 +80,16 @@ def _bind_compiler_runtime() -> None:
             llvm.add_symbol(name, ctypes.cast(getattr(lib, name), ctypes.c_void_p).value)
 
 
-def _engine(generated: GeneratedModule, prefix: str, options: TargetOptions, cache_dir: str | None = None,
-            progress: Progress | None = None) -> llvm.ExecutionEngine:
-    """MCJIT over the generated code: its kernel chunks compiled in parallel processes (or read
-    from the object cache in `cache_dir`) and linked by the JIT to the entry chunk, or the one
-    module. The entry chunk (small) is a module of the engine, so that `run_static_destructors`
-    runs the thread pool's shutdown it holds."""
-    if generated.chunk_irs:
-        objects = compile_chunks(generated.chunk_irs[1:], options, cache_dir, progress)
+def _engine(generated: GeneratedModule, prefix: str, options: TargetOptions,
+            compiler: ChunkCompiler | None = None) -> llvm.ExecutionEngine:
+    """MCJIT over the generated code: its kernel modules compiled by `compiler` (in parallel
+    processes, or read from the object cache) and linked by the JIT to the entry module, or the
+    one module. The entry module (small, optimised here while the workers finish) is a module of
+    the engine, so that `run_static_destructors` runs the thread pool's shutdown it holds."""
+    if generated.chunk_irs and compiler is not None:
         tm = target_machine(options, jit=True)
         engine = llvm.create_mcjit_compiler(parse_and_optimize(generated.chunk_irs[0], options, tm), tm)
-        for obj in objects:
+        for obj in compiler.objects():
             engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
         return engine
     art = compile_module(generated, prefix, options, jit=True)
@@ -122,26 +121,33 @@ class NativeModule:
         those. `progress` reports the stages on a terminal (`irtool.core.progress`)."""
         if progress is not None:
             progress.start("generating code")
-        chunks = max(compile_threads(), 2 if cache_dir is not None else 1)
-        generated = generate_module(mod, prefix, options, embed_constants=False, export_kernels=export_kernels,
-                                    chunks=chunks)
-        if generated.abi is None:
-            raise DiagnosticError("irtool.build: the module has no `main` function to run")
-        self.abi: ABI = generated.abi
-        self.ir = generated.ir
-        self.mod, self.options, self.layout = mod, options, generated.layout
-        self.exports_kernels = export_kernels
-        self._profiled: NativeModule | None = None
-        # Constants stay numpy arrays (kept for the process's lifetime) that the engine's symbols
-        # point to. The engine must outlive every call through its function pointer: kept here.
-        for name, data in generated.external_constants.items():
-            _bind_symbol(name, data)
-        if generated.pool_symbol is not None and generated.pool_symbol not in _SYMBOLS:
-            pool = aligned_empty((self.abi.pool_bytes,), np.uint8, "the pool of hoisted tensors")
-            _SYMBOLS[generated.pool_symbol] = pool
-            llvm.add_symbol(generated.pool_symbol, pool.ctypes.data)
-        self._engine, address = _jit(self.ir, options, lambda: _engine(generated, prefix, options, cache_dir, progress),
-                                     f"{self.abi.prefix}_run")
+        # The kernel modules compile in worker processes while the rest are generated.
+        compiler = ChunkCompiler(options, cache_dir, progress) if compile_threads() > 1 or cache_dir is not None \
+            else None
+        try:
+            generated = generate_module(mod, prefix, options, embed_constants=False, export_kernels=export_kernels,
+                                        split=compiler is not None,
+                                        sink=None if compiler is None else compiler.submit)
+            if generated.abi is None:
+                raise DiagnosticError("irtool.build: the module has no `main` function to run")
+            self.abi: ABI = generated.abi
+            self.ir = generated.ir
+            self.mod, self.options, self.layout = mod, options, generated.layout
+            self.exports_kernels = export_kernels
+            self._profiled: NativeModule | None = None
+            # Constants stay numpy arrays (kept for the process's lifetime) that the engine's symbols
+            # point to. The engine must outlive every call through its function pointer: kept here.
+            for name, data in generated.external_constants.items():
+                _bind_symbol(name, data)
+            if generated.pool_symbol is not None and generated.pool_symbol not in _SYMBOLS:
+                pool = aligned_empty((self.abi.pool_bytes,), np.uint8, "the pool of hoisted tensors")
+                _SYMBOLS[generated.pool_symbol] = pool
+                llvm.add_symbol(generated.pool_symbol, pool.ctypes.data)
+            self._engine, address = _jit(self.ir, options, lambda: _engine(generated, prefix, options, compiler),
+                                         f"{self.abi.prefix}_run")
+        finally:
+            if compiler is not None:
+                compiler.close()
         self._run = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(address)
         self._workspace = aligned_empty((max(self.abi.workspace_bytes, 1),), np.uint8, "the workspace of main")
         # One pointer per tensor, and a shape pointer after each dynamic one (docs/native-relay.md).

@@ -174,6 +174,24 @@ def test_strided_gather_and_scatter() -> None:
     np.testing.assert_array_equal(result, x[:, 1::2].T)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64", "int8", "uint16", "bool"])
+def test_lanes_at_unrelated_addresses_are_one_masked_gather_and_scatter(dtype: str) -> None:
+    """A vector index in a non-last dimension reads and writes lanes a row apart: one
+    `llvm.masked.gather`/`scatter` of every lane (names mangled for each element type; a bool is
+    a byte in memory), not an access per lane."""
+    a, out = Buffer("a", (8, 8), dtype), Buffer("out", (8, 8), dtype)
+    c = Var("c", "int32")
+    func = PrimFunc([a, out], For(c, IntImm(0), IntImm(8), "serial", BufferStore(
+        out, [Ramp(IntImm(0), IntImm(1), 8), Broadcast(c, 8)], BufferLoad(a, [Ramp(IntImm(0), IntImm(1), 8),
+                                                                              Broadcast(c, 8)]))))
+    text = generate_module(_module(func), "m", TargetOptions(opt_level=0)).ir
+    assert text.count("call <8 x ") == 1 and "@llvm.masked.gather.v8" in text
+    assert text.count("call void @llvm.masked.scatter.v8") == 1 and "extractelement" not in text
+    x = (np.arange(64) % 3 == 0) if dtype == "bool" else np.arange(64).astype(dtype)
+    result = _same_as_interpreter(func, [x.reshape(8, 8), np.zeros((8, 8), dtype)])[1]
+    np.testing.assert_array_equal(result, x.reshape(8, 8))
+
+
 def _module(func: PrimFunc) -> IRModule:
     mod = IRModule()
     mod.functions["f"] = func

@@ -364,25 +364,97 @@ def test_kernels_stay_out_of_line_and_init_only_kernels_are_optimised_for_size()
 
 
 def test_chunks_compile_in_parallel_and_link_to_the_same_results(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Split into the entry functions and groups of kernels (separate LLVM modules compiled in
-    worker processes, linked by the JIT), the module computes what the interpreter computes."""
+    """Split into the entry functions and modules of kernels (each handed on as it is complete,
+    compiled in worker processes, linked by the JIT), the module computes what the interpreter
+    computes."""
     from irtool.codegen import TargetOptions, generate_module
     from irtool.driver import prepare
     from irtool.runtime import native
     mod = prepare(parse(RESNETISH, "block.relay"), TargetOptions())
-    generated = generate_module(mod, "m", TargetOptions(opt_level=0), chunks=2)
+    handed: list[str] = []
+    generated = generate_module(mod, "m", TargetOptions(opt_level=0), split=True, sink=handed.append)
     entry_ir, *kernel_irs = generated.chunk_irs
-    assert len(kernel_irs) == 2 and "define i32 @m_run(" in entry_ir and "define i32 @m_fused" not in entry_ir
+    assert kernel_irs == handed and "define i32 @m_run(" in entry_ir and "define i32 @m_fused" not in entry_ir
     defined = [line.split("@")[1].split("(")[0] for text in kernel_irs for line in text.splitlines()
                if line.startswith("define i32 @m_")]
     assert sorted(defined) == sorted(f"m_{k}" for k in generated.kernels)
     assert all(f"declare i32 @{name}(ptr" in entry_ir for name in defined)
     from irtool.codegen import compile as compile_mod
-    monkeypatch.setattr(native, "compile_threads", lambda: 3)         # three groups of kernels
+    monkeypatch.setattr(native, "compile_threads", lambda: 2)         # split into modules
     monkeypatch.setattr(compile_mod, "compile_threads", lambda: 2)    # two worker processes, even on one CPU
     args = _random_args(parse(RESNETISH, "block.relay"), seed=4)
     got = native.NativeModule(mod, TargetOptions(opt_level=2))(**args)
     np.testing.assert_allclose(got, run_function(parse(RESNETISH, "block.relay"), args), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 4096, 1 << 30])
+def test_kernel_modules_fill_in_generation_order(monkeypatch: pytest.MonkeyPatch, chunk_bytes: int) -> None:
+    """Kernels are gathered in generation order into modules of at least `CHUNK_BYTES` of kernel
+    text (the last may hold less), and the modules are the texts handed to the sink."""
+    from irtool.codegen import TargetOptions, generate_module
+    from irtool.codegen import entry
+    from irtool.driver import prepare
+    monkeypatch.setattr(entry, "CHUNK_BYTES", chunk_bytes)
+    mod = prepare(parse(RESNETISH, "block.relay"), TargetOptions())
+    handed: list[str] = []
+    generated = generate_module(mod, "m", TargetOptions(), split=True, sink=handed.append)
+    assert generated.chunk_irs[1:] == handed
+    kernels = [re.findall(r"^define i32 @m_(\w+)\(", text, re.M) for text in handed]
+    assert [k for ks in kernels for k in ks] == sorted(generated.kernels)
+    sizes = [sum(len(m.group(0)) for m in re.finditer(r"^define .*?^}$", text, re.M | re.S)) for text in handed]
+    assert all(size >= chunk_bytes for size in sizes[:-1])
+    assert len(handed) == {1: len(generated.kernels), 1 << 30: 1}.get(chunk_bytes, len(handed)) >= 1
+
+
+def test_kernel_modules_compile_in_turn_beside_other_python_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forking a process that runs other Python threads is unsafe: the compiler then starts no
+    workers and compiles each module in turn, to the same objects the workers make."""
+    import threading
+    from irtool.codegen import TargetOptions, compile as compile_mod, entry, generate_module
+    from irtool.driver import prepare
+    monkeypatch.setattr(entry, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(compile_mod, "compile_threads", lambda: 2)
+    options = TargetOptions(opt_level=1)
+    texts = generate_module(prepare(parse(RESNETISH, "block.relay"), options), "m", options, split=True).chunk_irs[1:]
+
+    def objects() -> tuple[bool, list[bytes]]:
+        compiler = compile_mod.ChunkCompiler(options)
+        try:
+            for text in texts:
+                compiler.submit(text)
+            return compiler.pool is not None, compiler.objects()
+        finally:
+            compiler.close()
+    forked, in_workers = objects()
+    release = threading.Event()
+    other = threading.Thread(target=release.wait)
+    other.start()
+    try:
+        forked_beside_thread, in_turn = objects()
+    finally:
+        release.set()
+        other.join()
+    assert forked and not forked_beside_thread
+    assert in_turn == in_workers and len(in_turn) == len(texts) >= 3
+
+
+def test_a_kernel_module_carries_the_loop_metadata_of_its_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loop metadata is numbered module-wide; each module of kernels defines the nodes its
+    kernels made (and only those), so its references resolve when it is parsed alone."""
+    from irtool.codegen import entry
+    from irtool.codegen.tir_to_llvm import ModuleContext
+    monkeypatch.setattr(entry, "CHUNK_BYTES", 1)
+    ctx = ModuleContext()
+    handed: list[str] = []
+    chunker = entry._Chunker("; m", ctx, [], handed.append)
+    for k in range(3):
+        tag = ctx.loop_metadata("llvm.loop.vectorize.enable", "i1 true")
+        chunker.add(f"define void @k{k}() {{\nentry:\n  br label %l\nl:\n  br label %l, !llvm.loop {tag}\n}}")
+    chunker.flush()
+    assert len(handed) == 3
+    for k, text in enumerate(handed):
+        assert re.findall(r"^(![0-9]+) = ", text, re.M) == [f"!{2 * k}", f"!{2 * k + 1}"]
+        assert f"!llvm.loop !{2 * k + 1}" in text
 
 
 EMPTY_CASES = {

@@ -215,9 +215,10 @@ def @main(%x: Tensor[(1024, 1024), float32], %y: Tensor[(1024, 1024), float32]) 
 def test_a_threaded_build_compiles_in_chunks_with_one_pool(monkeypatch: pytest.MonkeyPatch) -> None:
     # As on a 3-CPU host: the kernels compile in separate modules, which share the entry's pool.
     monkeypatch.setattr("irtool.runtime.native.compile_threads", lambda: 3)
+    monkeypatch.setattr("irtool.codegen.entry.CHUNK_BYTES", 1)   # a module per kernel
     mod = parse_module(SPLIT, "split.relay")
     options = TargetOptions(threads=2)
-    chunks = generate_module(prepare(mod, options), "irtool", options, chunks=3).chunk_irs
+    chunks = generate_module(prepare(mod, options), "irtool", options, split=True).chunk_irs
     assert len(chunks) == 4
     assert [c.count("define hidden i32 @irtool_parallel_for(") for c in chunks] == [1, 0, 0, 0]
     for chunk in chunks[1:]:

@@ -90,6 +90,26 @@ def test_threads_mark_parallel_loops_except_in_kernels_called_in_place() -> None
     assert all(_parallel_loops(f) == 0 for f in in_place.functions.values() if isinstance(f, PrimFunc))
 
 
+# A weight computed from constants only (hoisted: `_init` fills it once), then a step of `_run`.
+HOISTED = """#[version = "0.0.5"]
+def @main(%x: Tensor[(1024, 1024), float32]) {
+  %0 = full(2f, shape=[1024, 1024], dtype="float32");
+  %1 = exp(%0);
+  %2 = annotation.stop_fusion(%1);
+  add(%x, %2)
+}
+"""
+
+
+def test_threads_leave_the_kernels_only_init_runs_serial() -> None:
+    threaded = prepare(parse_module(HOISTED, "hoisted.relay"), TargetOptions(threads=2))
+    loops = {name: _parallel_loops(f) for name, f in threaded.functions.items() if isinstance(f, PrimFunc)}
+    assert loops["fused_full_exp"] == 0 and loops["fused_add"] >= 1
+    x = np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32)
+    got = irtool.build(parse_module(HOISTED, "hoisted.relay"), opt_level=1, threads=2)(x=x)
+    np.testing.assert_allclose(got, x + np.exp(np.float32(2)), rtol=1e-6)
+
+
 SAMPLES = sorted((Path(__file__).resolve().parents[2] / "samples").glob("*.relay"))
 
 

@@ -90,5 +90,5 @@ def @main(%x: Tensor[({m}, {k}), float32], %w: Tensor[({n}, {k}), float32], %b: 
         loads = [re.search(rf"= load (<\d+ x float>|float), ptr {a},", kernel) for a in addresses]
         kinds = {ld.group(1) for ld in loads if ld}
         assert kinds == {f"<{lanes} x float>"}, f"{param} is read as {kinds}"
-        assert "extractelement <" not in kernel   # no gathered (per-lane) access anywhere
+        assert "@llvm.masked." not in kernel   # no gathered (per-lane) access anywhere
     assert "@aligned_alloc" not in kernel

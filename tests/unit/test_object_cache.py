@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 import irtool
-import irtool.codegen.compile as compile_mod
 import irtool.runtime.native as native_mod
 from irtool.codegen.object_cache import MAGIC, ObjectCache
 from irtool.core.diagnostics import DiagnosticError
@@ -42,12 +41,13 @@ class Spy:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.compiled = 0
-        real = compile_mod._compile_parallel
+        real = ObjectCache.load
 
-        def counting(texts, options, progress):  # type: ignore[no-untyped-def]
-            self.compiled += len(texts)
-            return real(texts, options, progress)
-        monkeypatch.setattr(compile_mod, "_compile_parallel", counting)
+        def counting(cache: ObjectCache, text: str) -> bytes | None:
+            obj = real(cache, text)
+            self.compiled += obj is None
+            return obj
+        monkeypatch.setattr(ObjectCache, "load", counting)
         self.monkeypatch = monkeypatch
 
     def build(self, text: str, cache: Path, **kwargs: object) -> np.ndarray:
