@@ -24,14 +24,13 @@ from irtool.ir.tir import (
     For,
     PrimExpr,
     Ramp,
-    Select,
     Stmt,
     Var,
     seq,
 )
 from irtool.lower.schedules.pad import cover, row_pieces
 from irtool.lower.schedules.tile import Store, splat, vec
-from irtool.lower.te import INDEX, Builder, Placeholder, Scheduled, Tensor, add, cmp, const, imm, mul
+from irtool.lower.te import INDEX, Builder, Placeholder, Scheduled, Tensor, add, const, imm, mul
 
 # Windows of more taps keep the rule's loop nest (one unrolled chain per output vector).
 MAX_TAPS = 64
@@ -105,7 +104,7 @@ def pool2d_nchw(x: Tensor, is_max: bool, windows: tuple[Window, Window], out_sha
                 include_pad: bool, lanes: int) -> Scheduled | None:
     """Max or average pooling of float32 NCHW `x` vectorized along each output row (input
     columns contiguous at unit stride, two loads and a shuffle at stride 2), the window
-    unrolled into one chain per vector, or None for other dtypes and windows over
+    written out as one balanced tree (max) or sum (average) per vector, or None for other dtypes and windows over
     `MAX_TAPS` taps (the rule's nest then).
 
     The padding is never read: outputs whose window reaches past the data (the first and last
@@ -134,22 +133,23 @@ def pool2d_nchw(x: Tensor, is_max: bool, windows: tuple[Window, Window], out_sha
         xb = builder.buffer_of(x)
         b, ch = Var("b", INDEX), Var("c", INDEX)
 
+        def tap(oy: PrimExpr, ky: int, x0: PrimExpr, kx: int, n: int) -> PrimExpr:
+            return BufferLoad(xb, (b, ch, add(mul(oy, rows.stride), ky * rows.dilation - rows.before),
+                                   strided(add(mul(x0, cols.stride), kx * cols.dilation - cols.before), n)))
+
         def output(oy: PrimExpr, y_taps: list[int], y_count: int, x0: PrimExpr, x_taps: list[int], x_count: int,
                    n: int) -> Stmt:
             """The `n` outputs from column x0 of row oy, reading the taps given per axis."""
-            taps = [BufferLoad(xb, (b, ch, add(mul(oy, rows.stride), ky * rows.dilation - rows.before),
-                                    strided(add(mul(x0, cols.stride), kx * cols.dilation - cols.before), n)))
-                    for ky in y_taps for kx in x_taps]
-            if not taps:
-                value = splat(fill, n)
-            elif is_max:
-                value = window_max(taps)
-            else:
-                value = taps[0]
-                for tap in taps[1:]:
-                    value = BinaryOp("add", value, tap)
-                value = BinaryOp("div", value, splat(imm(max(y_count * x_count, 1), x.dtype), n))
-            return store((b, ch, oy, vec(x0, n)), value)
+            at = (b, ch, oy, vec(x0, n))
+            if not y_taps or not x_taps:
+                return store(at, splat(fill, n))
+            taps = [tap(oy, ky, x0, kx, n) for ky in y_taps for kx in x_taps]
+            if is_max:
+                return store(at, window_max(taps))
+            value = taps[0]
+            for t in taps[1:]:
+                value = BinaryOp("add", value, t)
+            return store(at, BinaryOp("div", value, splat(imm(max(y_count * x_count, 1), x.dtype), n)))
 
         def row(oy: PrimExpr, y_taps: list[int], y_count: int) -> Stmt:
             start, stop = cols.inner(ow)
@@ -173,21 +173,13 @@ def pool2d_nchw(x: Tensor, is_max: bool, windows: tuple[Window, Window], out_sha
 
 
 def window_max(taps: list[PrimExpr]) -> PrimExpr:
-    """The NaN-propagating maximum of `taps` (numpy's, the interpreter's) as a balanced tree of
-    plain `select(a > b, a, b)` (one `vmaxps`), and where a tap is NaN (an or of one test per
-    tap) the taps' sum, which is NaN then (a NaN literal has no text form): `llvm.maximum`
-    expands to five dependent instructions per pair on x86 (sign and NaN fix-ups), a chain that
-    ran SqueezeNet's pools at 9 GFLOP/s (znver5). An average's sums keep the reference's order
-    instead (float addition does not reassociate)."""
-    nan: PrimExpr | None = None
-    total: PrimExpr | None = None
-    for tap in taps:
-        bad = cmp("ne", tap, tap)
-        nan = bad if nan is None else BinaryOp("or", nan, bad)
-        total = tap if total is None else BinaryOp("add", total, tap)
+    """The NaN-propagating maximum of `taps` (numpy's, the interpreter's: TIR's `max` of floats)
+    as a balanced tree: the pairs are independent, where the rule's nest was one chain of
+    dependent `max` through a scalar accumulator (SqueezeNet's pools at 9 GFLOP/s on znver5).
+    Each tap appears once in the printed TIR (a tree of `select(a > b, a, b)` with a NaN test per
+    tap printed every tap once per level it climbed: ResNet-50's stem pool was 362 lines)."""
     level = list(taps)
     while len(level) > 1:
-        pairs = [Select(cmp("gt", a, b), a, b) for a, b in zip(level[::2], level[1::2])]
+        pairs = [BinaryOp("max", a, b) for a, b in zip(level[::2], level[1::2])]
         level = pairs + level[len(pairs) * 2:]
-    assert nan is not None and total is not None
-    return Select(nan, total, level[0])
+    return level[0]
