@@ -34,14 +34,13 @@ ISA_FEATURES = {
 }
 
 
-# The pause before each side's threaded runs (`alternate`'s `settle_ms`): three times the
-# ~10 ms onnxruntime's idle workers were seen spinning after a run.
-SETTLE_MS = 30.0
+# How long each side's untimed lead-in lasts with threads (`alternate`'s `lead_in_ms`): longer
+# than the ~10 ms onnxruntime's idle workers were seen spinning after a run.
+LEAD_IN_MS = 20.0
 
 
 def alternate(calls: Mapping[str, Callable[[], object]], rounds: int, *, warmup: int = 1, lead_in: int = 0,
-              settle_ms: float = 0.0, clock: Callable[[], float] = time.perf_counter,
-              sleep: Callable[[float], object] = time.sleep) -> dict[str, list[float]]:
+              lead_in_ms: float = 0.0, clock: Callable[[], float] = time.perf_counter) -> dict[str, list[float]]:
     """Milliseconds of each call in each of `rounds` rounds; a round calls every entry once, in
     the mapping's order, after `warmup` untimed rounds (the first call of a native module also
     runs its `_init`).
@@ -50,24 +49,27 @@ def alternate(calls: Mapping[str, Callable[[], object]], rounds: int, *, warmup:
     contender can leave its workers busy after it returns (onnxruntime's intra-op threads spin
     for a while by default) and so slow whoever runs next; the lead-in absorbs that tail, so each
     timed call starts on a machine its own previous call left, as it would in a serving loop.
-    `settle_ms` is slept before each entry's lead-in: onnxruntime's workers spin about 10 ms after
-    a run (measured on a 2-CPU Zen 5 host), longer than a small model's lead-in call, so without
-    the pause the other side's lead-in and timed calls share a core with that spinning thread."""
+    `lead_in_ms` extends each lead-in with more untimed calls until it has lasted that long:
+    onnxruntime's workers spin about 10 ms after a run (measured on a 2-CPU Zen 5 host), longer
+    than a small model's call, so a lead-in of one call would leave the timed call sharing a core
+    with that spinning thread. A pause instead would let the machine go idle, and the first runs
+    after 30 ms idle took up to 1.6x as long (CPU frequency, caches), for either runtime."""
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
     if lead_in < 0:
         raise ValueError(f"lead_in must be at least 0, got {lead_in}")
-    if settle_ms < 0:
-        raise ValueError(f"settle_ms must be at least 0, got {settle_ms}")
+    if lead_in_ms < 0:
+        raise ValueError(f"lead_in_ms must be at least 0, got {lead_in_ms}")
     for _ in range(warmup):
         for call in calls.values():
             call()
     times: dict[str, list[float]] = {label: [] for label in calls}
     for _ in range(rounds):
         for label, call in calls.items():
-            if settle_ms:
-                sleep(settle_ms / 1e3)
+            began = clock()
             for _ in range(lead_in):
+                call()
+            while (clock() - began) * 1e3 < lead_in_ms:
                 call()
             started = clock()
             call()

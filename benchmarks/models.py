@@ -9,9 +9,9 @@ irtool's and onnxruntime's latency, the planned workspace arena against the live
 once with what depends only on the weights (`pool_bytes`). `--threads N,M`: each count for both,
 irtool's parallel loops (`threads=`) and onnxruntime's intra-op pool (one inter-op thread).
 The two run alternately (`harness.alternate`: A/B/A/B, --repeat rounds after --warmup), so
-load from other processes hits both alike (with threads, each timed run comes after a 30 ms
-pause and an untimed run of the same side: a serving loop's steady state, without the other
-runtime's spinning workers); the latencies are medians, `ratio` is the median of
+load from other processes hits both alike (with threads, each timed run comes after 20 ms of
+untimed runs of the same side: a serving loop's steady state, without the other runtime's
+spinning workers); the latencies are medians, `ratio` is the median of
 the per-round ratios irtool / onnxruntime and `ratio_min` that of the fastest runs; the table
 ends with their geometric means per thread count and names the host (CPU, LLVM's CPU and ISA,
 load average). Inputs are the ONNX test runner's ramp (`arange(n)/n`); each native result is
@@ -35,7 +35,7 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from harness import SETTLE_MS, alternate, describe_host, geomean, load_average, median_ms, thread_counts, versus  # noqa: E402
+from harness import LEAD_IN_MS, alternate, describe_host, geomean, load_average, median_ms, thread_counts, versus  # noqa: E402
 from irtool.core.diagnostics import DiagnosticError  # noqa: E402
 from irtool.frontend.onnx import import_model  # noqa: E402
 from irtool.frontend.onnx_zoo import (LIGHT_MODELS, light_model_path, onnxruntime_session,  # noqa: E402
@@ -74,11 +74,11 @@ def bench_model(name: str, repeat: int, warmup: int, native: bool, threads: list
             built = irtool.build(imported.module, threads=count)
             row["compile_s"] = round(time.perf_counter() - started, 3)
             row["pool_bytes"] = built.abi.pool_bytes
-            # With threads, each side's timed run follows a pause and an untimed run of its own, so
-            # neither runs while the other's workers still spin (harness.alternate's `settle_ms`).
+            # With threads, each side's timed run follows 20 ms of untimed runs of its own, so
+            # neither runs while the other's workers still spin (harness.alternate's `lead_in_ms`).
             times = alternate({"irtool": lambda: built(**{input_name: x}), "onnxruntime": run_theirs},
                               repeat, warmup=warmup, lead_in=1 if count > 1 else 0,
-                              settle_ms=SETTLE_MS if count > 1 else 0.0)
+                              lead_in_ms=LEAD_IN_MS if count > 1 else 0.0)
             result = versus(times["irtool"], times["onnxruntime"])
             row.update(irtool_ms=round(result.ms, 3), onnxruntime_ms=round(result.baseline_ms, 3),
                        ratio=round(result.ratio, 3), ratio_min=round(result.ratio_min, 3))

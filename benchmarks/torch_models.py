@@ -74,7 +74,7 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from harness import SETTLE_MS, alternate, describe_host, geomean, load_average, thread_counts, versus  # noqa: E402
+from harness import LEAD_IN_MS, alternate, describe_host, geomean, load_average, thread_counts, versus  # noqa: E402
 
 EXTRAS = ("torch", "torchvision", "transformers", "onnxscript", "onnx", "onnxruntime")
 EXPORTERS = ("dynamo", "torchscript")
@@ -403,7 +403,7 @@ def bench(arch: Architecture, exporter: str, cache: Path, refresh: bool, repeat:
                                f"top-1 {'agrees' if row['top1'] else 'differs'}" if row["steps"] is not None else ""))
         times = alternate({"irtool": lambda: built(x), "onnxruntime": lambda: session.run(None, feed)},
                           repeat, warmup=warmup, lead_in=1 if threads > 1 else 0,
-                          settle_ms=SETTLE_MS if threads > 1 else 0.0)
+                          lead_in_ms=LEAD_IN_MS if threads > 1 else 0.0)
         result = versus(times["irtool"], times["onnxruntime"])
         row.update(irtool_ms=round(result.ms, 3), onnxruntime_ms=round(result.baseline_ms, 3),
                    ratio=round(result.ratio, 3), ratio_min=round(result.ratio_min, 3))

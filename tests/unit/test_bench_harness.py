@@ -221,14 +221,13 @@ def test_torch_table_has_one_geomean_per_exporter_and_thread_count() -> None:
                                                                                          ["2", "**2.000**"]]
 
 
-def test_alternate_settles_before_each_entrys_lead_in_not_inside_the_timed_call() -> None:
+def test_alternate_lead_in_ms_repeats_untimed_calls_until_that_long_has_passed() -> None:
     clock, order = FakeClock(), []
-    calls = timed_calls(clock, order, {"a": [5.0, 3.0] * 2, "b": [7.0, 1.0] * 2})
-    def sleep(seconds: float) -> None:
-        order.append(f"sleep {seconds * 1e3:g}")
-        clock.spend(seconds * 1e3)
-    times = harness.alternate(calls, 2, warmup=0, lead_in=1, settle_ms=30.0, clock=clock, sleep=sleep)
-    assert order == ["sleep 30", "a", "a", "sleep 30", "b", "b"] * 2
+    # a's calls take 8 ms: a lead-in of 20 ms is three untimed calls (8, 16, 24 ms), then the timed
+    # one; b's 30 ms call covers it alone.
+    calls = timed_calls(clock, order, {"a": [8.0, 8.0, 8.0, 3.0] * 2, "b": [30.0, 1.0] * 2})
+    times = harness.alternate(calls, 2, warmup=0, lead_in=1, lead_in_ms=20.0, clock=clock)
+    assert order == ["a"] * 4 + ["b"] * 2 + ["a"] * 4 + ["b"] * 2
     assert times == {"a": [pytest.approx(3.0)] * 2, "b": [pytest.approx(1.0)] * 2}
-    with pytest.raises(ValueError, match="settle_ms"):
-        harness.alternate({"a": lambda: None}, 1, settle_ms=-1.0)
+    with pytest.raises(ValueError, match="lead_in_ms"):
+        harness.alternate({"a": lambda: None}, 1, lead_in_ms=-1.0)
