@@ -35,8 +35,8 @@ ISA_FEATURES = {
 
 
 # How long each side's untimed lead-in lasts with threads (`alternate`'s `lead_in_ms`): longer
-# than the ~10 ms onnxruntime's idle workers were seen spinning after a run.
-LEAD_IN_MS = 20.0
+# than the 40-50 ms onnxruntime's idle workers were seen spinning after a series of runs.
+LEAD_IN_MS = 80.0
 
 
 def alternate(calls: Mapping[str, Callable[[], object]], rounds: int, *, warmup: int = 1, lead_in: int = 0,
@@ -50,9 +50,9 @@ def alternate(calls: Mapping[str, Callable[[], object]], rounds: int, *, warmup:
     for a while by default) and so slow whoever runs next; the lead-in absorbs that tail, so each
     timed call starts on a machine its own previous call left, as it would in a serving loop.
     `lead_in_ms` extends each lead-in with more untimed calls until it has lasted that long:
-    onnxruntime's workers spin about 10 ms after a run (measured on a 2-CPU Zen 5 host), longer
-    than a small model's call, so a lead-in of one call would leave the timed call sharing a core
-    with that spinning thread. A pause instead would let the machine go idle, and the first runs
+    onnxruntime's workers spin on for 40-50 ms after a series of runs (about 10 ms after a single
+    one; measured on a 2-CPU Zen 5 host), longer than a small model's call, so a lead-in of one
+    call would leave the timed call sharing a core with that spinning thread. A pause instead would let the machine go idle, and the first runs
     after 30 ms idle took up to 1.6x as long (CPU frequency, caches), for either runtime."""
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")

@@ -9,7 +9,7 @@ irtool's and onnxruntime's latency, the planned workspace arena against the live
 once with what depends only on the weights (`pool_bytes`). `--threads N,M`: each count for both,
 irtool's parallel loops (`threads=`) and onnxruntime's intra-op pool (one inter-op thread).
 The two run alternately (`harness.alternate`: A/B/A/B, --repeat rounds after --warmup), so
-load from other processes hits both alike (with threads, each timed run comes after 20 ms of
+load from other processes hits both alike (with threads, each timed run comes after 80 ms of
 untimed runs of the same side: a serving loop's steady state, without the other runtime's
 spinning workers); the latencies are medians, `ratio` is the median of
 the per-round ratios irtool / onnxruntime and `ratio_min` that of the fastest runs; the table
@@ -74,7 +74,7 @@ def bench_model(name: str, repeat: int, warmup: int, native: bool, threads: list
             built = irtool.build(imported.module, threads=count)
             row["compile_s"] = round(time.perf_counter() - started, 3)
             row["pool_bytes"] = built.abi.pool_bytes
-            # With threads, each side's timed run follows 20 ms of untimed runs of its own, so
+            # With threads, each side's timed run follows 80 ms of untimed runs of its own, so
             # neither runs while the other's workers still spin (harness.alternate's `lead_in_ms`).
             times = alternate({"irtool": lambda: built(**{input_name: x}), "onnxruntime": run_theirs},
                               repeat, warmup=warmup, lead_in=1 if count > 1 else 0,
