@@ -845,6 +845,10 @@ class FunctionEmitter:
         if name == "rsqrt":
             root = self.intrinsic(Call("sqrt", node.args), args)
             return self.emit(f"fdiv {fmf}{ty} {one}, {root}")
+        if name == "sigmoid":   # float64: 1 / (1 + exp(-x)), as the interpreter computes it
+            neg = self.emit(f"fneg {fmf}{ty} {args[0]}")
+            e = self.intrinsic(Call("exp", node.args), [neg])
+            return self.emit(f"fdiv {fmf}{ty} {one}, {self.emit(f'fadd {fmf}{ty} {one}, {e}')}")
         if name == "fmod":   # C's fmod
             return self.emit(f"frem {fmf}{ty} {args[0]}, {args[1]}")
         if name in _LIBM:
