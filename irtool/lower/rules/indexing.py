@@ -10,29 +10,20 @@ into a sorted list of k; a scan carries its running value along the axis.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from irtool.ir.expr import Call
 from irtool.ir.tir import Allocate, AssertStmt, BinaryOp, Buffer, BufferLoad, BufferStore, IfThenElse, PrimExpr, \
     PrimFunc, SeqStmt, Stmt, is_float, seq
 from irtool.ir.types import Type
 from irtool.lower.rules._rule import Attrs, out_tensor_type, rule, shape_of
-from irtool.lower.schedules.tile import loop
+from irtool.lower.schedules.tile import loop, nest
 from irtool.lower.te import (Builder, Compute, Element, Idx, Reduce, Scheduled, Tensor, acc_load, acc_store, add,
                              all_of, cast, cmp, const, floordiv, floormod, imm, mul, select, sub, unravel)
 from irtool.ops.definitions.indexing import parse_einsum, topk_count
 from irtool.tir_transform.index_width import INT32_MAX
 
 Store = Callable[[Idx, PrimExpr], Stmt]
-
-
-def nest(extents: Sequence[int], name: str, body: Callable[[Idx], Stmt]) -> Stmt:
-    """Serial loops over `extents` (outermost first) around `body(loop variables)`."""
-    def level(k: int, outer: Idx) -> Stmt:
-        if k == len(extents):
-            return body(outer)
-        return loop(f"{name}{k}", extents[k], lambda v: level(k + 1, outer + (v,)))
-    return level(0, ())
 
 
 def checked_position(raw: PrimExpr, n: int, message: str) -> tuple[Stmt, PrimExpr]:

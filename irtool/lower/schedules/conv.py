@@ -100,9 +100,9 @@ def conv2d_schedule(data: Tensor, w: Tensor, kernel_layout: str, kernel: tuple[i
     if groups == o_ext == c_ext:
         return conv2d_depthwise(data, w, kernel_layout, kernel, dtype, out_shape, strides, dilation, host.lanes)
     packs = packs_weights(kernel_layout, o_ext // groups, host.lanes)
-    wide_1x1 = pixel_vectors(kernel, strides, width, host.lanes)
-    if groups == 1 and (strides[1] == 1 and o_ext < host.lanes and kernel_layout == "OIHW"
-                        or stem(c_ext, strides, width, host.lanes)) or wide_1x1 and (groups == 1 or packs):
+    few_outputs = strides[1] == 1 and o_ext < host.lanes and kernel_layout == "OIHW"
+    ungrouped_rows = groups == 1 and (few_outputs or stem(c_ext, strides, width, host.lanes))
+    if ungrouped_rows or (pixel_vectors(kernel, strides, width, host.lanes) and (groups == 1 or packs)):
         rows = conv2d_nchw_tiled(data, w, dtype, out_shape, strides, dilation, host, kernel_layout, groups)
         if rows is not None:
             return rows

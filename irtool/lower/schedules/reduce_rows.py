@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from irtool.ir.tir import Allocate, BinaryOp, Buffer, BufferLoad, BufferStore, For, PrimExpr, Stmt, Var, seq
-from irtool.lower.schedules.tile import Store, chunks, splat, vec
-from irtool.lower.te import INDEX, Builder, Placeholder, Scheduled, Tensor, const, imm
+from irtool.ir.tir import Allocate, BinaryOp, Buffer, BufferLoad, BufferStore, PrimExpr, Stmt, seq
+from irtool.lower.schedules.tile import Store, chunks, nest, splat, vec
+from irtool.lower.te import Builder, Placeholder, Scheduled, Tensor, const, imm
 
 ROW_VECTORS = 4   # partial sums per output, in vectors: one add latency (4 cycles) per vector otherwise
 
@@ -48,18 +48,9 @@ def trailing_sum(x: Tensor, axes: tuple[int, ...], out_shape: tuple[int, ...], l
             init = [BufferStore(acc, (vec(const(x0), n),), splat(imm(0.0, "float32"), n)) for x0, n in chunks(span, lanes)]
             folds, total = fold(acc, span, lanes)
             where = (*outer, *(const(0) for _ in reduced)) if keepdims else outer
-            return Allocate(acc, seq([*init, nest("r", reduced[:-1], row), *folds, store(where, finish(total))]))
-        return nest("b", kept, plane)
+            return Allocate(acc, seq([*init, nest(reduced[:-1], "r", row), *folds, store(where, finish(total))]))
+        return nest(kept, "b", plane)
     return Scheduled(out_shape, "float32", emit, "mean")
-
-
-def nest(prefix: str, extents: tuple[int, ...], body: Callable[[tuple[PrimExpr, ...]], Stmt]) -> Stmt:
-    """Serial loops over `extents` (outermost first) around `body` of their variables."""
-    loop_vars = [Var(f"{prefix}{k}", INDEX) for k in range(len(extents))]
-    stmt = body(tuple(loop_vars))
-    for v, extent in zip(reversed(loop_vars), reversed(extents)):
-        stmt = For(v, const(0), const(extent), "serial", stmt)
-    return stmt
 
 
 def fold(acc: Buffer, span: int, lanes: int) -> tuple[list[Stmt], PrimExpr]:

@@ -18,7 +18,7 @@ target option of the lowering.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -146,6 +146,20 @@ def loop(name: str, extent: int, body: Callable[[PrimExpr], Stmt], kind: str = "
         return seq([])
     v = Var(name, INDEX)
     return For(v, const(0), const(extent), kind, body(v))
+
+
+def nest(extents: Sequence[int], name: str, body: Callable[[Idx], Stmt]) -> Stmt:
+    """Serial loops over `extents` (outermost first, variables `<name>0`, `<name>1`, ...) around
+    `body(loop variables)`; as `loop`, an axis of one iteration is just the index 0, and an
+    axis of none leaves nothing."""
+    if 0 in extents:
+        return seq([])
+    loop_vars = [Var(f"{name}{k}", INDEX) for k in range(len(extents))]
+    stmt = body(tuple(const(0) if e == 1 else v for v, e in zip(loop_vars, extents)))
+    for v, extent in zip(reversed(loop_vars), reversed(extents)):
+        if extent != 1:
+            stmt = For(v, const(0), const(extent), "serial", stmt)
+    return stmt
 
 
 def tile_loop(name: str, block: Block, inner: Callable[[PrimExpr], Stmt]) -> Stmt:
