@@ -78,10 +78,12 @@ def test_stride_2_depthwise_reads_its_phase_planes_with_whole_vectors(tmp_path: 
     src = conv((1, 4, 2 * 2 * lanes + 1, 2 * 2 * lanes + 1), (4, 1, 3, 3), 2, 1, 4)
     tir = lowered(src, cpu)
     assert re.search(rf"%p0\[%b, %c, %r_\d+ \* 2,\s+ramp\([^,]* \+ 1, 2, {lanes}\)\]", tir)   # odd columns: a plane
-    taps = re.findall(rf"fma\(broadcast\(%p1\[%c, 0, \d, \d\], {lanes}\), %dw_plane\[ramp\([^,]+, 1, {lanes}\)\]", tir)
-    assert len(taps) >= 8       # the taps after the first read whole vectors of a plane
+    # the kernel's taps: `unrolled` loops whose fma reads a whole vector (unit stride) of a plane
+    assert re.search(r"for %ky\w* in unrolled\(0, 3\) \{\s+for %kx\w* in unrolled\(0, 3\)", tir)
+    assert re.search(rf"fma\(broadcast\(%p1\[%c, 0, %ky\w*, %kx\w*\], {lanes}\),\s+%dw_plane\[\s*ramp\([^;]*?, 1, {lanes}\)\]",
+                     tir)
     ir = llvm_ir(tmp_path, src, cpu)
-    assert f"@llvm.fma.v{lanes}f32" in ir
+    assert len(re.findall(rf"@llvm\.fma\.v{lanes}f32\(", ir)) >= 9     # expanded: one per tap at least
     even = ", ".join(f"i32 {2 * k if 2 * k < lanes else 2 * k + 1}" for k in range(lanes))
     shuffles = re.findall(rf"shufflevector <{lanes} x float> %\w+, <{lanes} x float> %\w+, <{lanes} x i32> <{even}>", ir)
     assert 0 < len(shuffles) <= 4     # in the copies of the 4 phase planes, not one per tap (9)
@@ -94,7 +96,8 @@ def test_a_depthwise_row_narrower_than_a_vector_is_swept_flat(cpu: str, lanes: i
     target (positions y * 16 + x, the two between rows computed and dropped)."""
     tir = lowered(conv((1, 4, 14, 14), (4, 1, 3, 3), 1, 1, 4), cpu)
     assert "dw_plane: Buffer[(256), float32" in tir
-    assert re.search(rf"%dw_plane\[ramp\(%s \* \d+ \+ 17, 1, {lanes}\)\]", tir)   # tap (1, 1): one row and column on
+    # tap (ky, kx) reads ky rows of 16 and kx columns on, a whole vector
+    assert re.search(rf"%dw_plane\[ramp\([^\]]*\(%ky\w* \* 16 \+ %kx\w*\), 1, {lanes}\)\]", tir)
 
 
 @pytest.mark.parametrize("cpu, lanes", CPUS)

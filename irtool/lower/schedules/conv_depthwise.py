@@ -10,9 +10,10 @@ Output pixel (y, x) is computed at position y * Wq + x; for tap (ky, kx) it read
 ((ky DH) mod SH, (kx DW) mod SW) at that position plus ((ky DH) div SH) * Wq + (kx DW) div SW,
 so consecutive positions are consecutive elements across row ends and every tap is one
 contiguous vector load. `STEP_VECTORS` vectors of positions are accumulated together, tap by
-tap: one broadcast weight feeds that many independent `fma` chains (ConvNeXt's 7x7 kernels: one
-49-long chain per vector, and a broadcast load per fma, ran at 1.8-1.9x onnxruntime's time on
-56x56 and 28x28 maps, 1.2x so).
+tap, in `unrolled` loops over the kernel and the vectors (code generation expands them; the
+accumulators start at zero): one broadcast weight feeds that many independent `fma` chains
+(ConvNeXt's 7x7 kernels: one 49-long chain per vector, and a broadcast load per fma, ran at
+1.8-1.9x onnxruntime's time on 56x56 and 28x28 maps, 1.2x so).
 The Wq - OW positions between two output rows are computed and dropped; the rows are then stored
 from a local buffer of the positions, where the fused epilogue applies.
 
@@ -28,7 +29,6 @@ from collections.abc import Callable
 
 from irtool.ir.tir import (
     Allocate,
-    BinaryOp,
     Buffer,
     BufferLoad,
     BufferStore,
@@ -42,8 +42,8 @@ from irtool.ir.tir import (
 )
 from irtool.lower.schedules.layout import in_blocked
 from irtool.lower.schedules.pad import row_pieces
-from irtool.lower.schedules.tile import Store, chunks, splat, vec
-from irtool.lower.te import INDEX, Builder, Scheduled, Tensor, add, const, imm, mul
+from irtool.lower.schedules.tile import Store, each_slot, loop, splat, vec
+from irtool.lower.te import INDEX, Builder, Scheduled, Tensor, add, const, floordiv, floormod, imm, mul
 
 # Output vectors accumulated together, tap by tap: each broadcast weight is loaded once for all
 # of them, and their fma chains are independent (a 49-tap chain is 49 dependent fmas).
@@ -63,7 +63,6 @@ def conv2d_depthwise(data: Tensor, w: Tensor, kernel_layout: str, kernel: tuple[
     (sh, sw), (dh, dw) = strides, dilation
     hq, wq = -(-(h + top + bottom) // sh), -(-(wd + left + right) // sw)   # a phase plane
     positions = (oh - 1) * wq + ow           # through the last output pixel
-    kernel_positions = [(ky, kx) for ky in range(kernel[0]) for kx in range(kernel[1])]
 
     def emit(builder: Builder, store: Store) -> Stmt:
         db, wb = builder.buffer_of(data), builder.buffer_of(w)
@@ -100,28 +99,36 @@ def conv2d_depthwise(data: Tensor, w: Tensor, kernel_layout: str, kernel: tuple[
 
         weight = weights_of(wb, c, kernel_layout)
 
-        def pixels(ky: int, kx: int, q0: PrimExpr, n: int) -> PrimExpr:
-            (ry, py), (rx, px) = divmod(ky * dh, sh), divmod(kx * dw, sw)
-            return BufferLoad(plane, (vec(add(q0, (py * sw + px) * hq * wq + ry * wq + rx), n),))
+        def pixels(ky: PrimExpr, kx: PrimExpr, q0: PrimExpr, n: int) -> PrimExpr:
+            """The `n` positions from q0 as tap (ky, kx) reads them: in phase plane
+            ((ky DH) mod SH, (kx DW) mod SW), (ky DH) div SH rows and (kx DW) div SW columns on."""
+            y_off, x_off = mul(ky, dh), mul(kx, dw)
+            phase_base = mul(add(mul(floormod(y_off, sh), sw), floormod(x_off, sw)), hq * wq)
+            shift = add(mul(floordiv(y_off, sh), wq), floordiv(x_off, sw))
+            return BufferLoad(plane, (vec(add(q0, add(phase_base, shift)), n),))
 
-        def step(q0: PrimExpr, pieces: list[tuple[int, int]]) -> Stmt:
-            """Positions q0 + offset of each (offset, lanes) piece, accumulated tap by tap."""
+        def step(q0: PrimExpr, width: int) -> Stmt:
+            """Positions q0 .. q0 + width - 1 in vectors, accumulated tap by tap: `unrolled` loops
+            over the kernel and the vectors (code generation expands them)."""
             acc = Buffer("dw_acc", (STEP_VECTORS * lanes,), "float32", scope="local")
-            body: list[Stmt] = []
-            for k, (ky, kx) in enumerate(kernel_positions):
-                for offset, n in pieces:
-                    at, wv, px = (vec(const(offset), n),), splat(weight(ky, kx), n), pixels(ky, kx, add(q0, offset), n)
-                    body.append(BufferStore(acc, at, BinaryOp("mul", wv, px) if k == 0 else
-                                            Call("fma", [wv, px, BufferLoad(acc, at)])))
-            body += [BufferStore(wide, (vec(add(q0, offset), n),), BufferLoad(acc, (vec(const(offset), n),)))
-                     for offset, n in pieces]
-            return Allocate(acc, seq(body))
+
+            def at(c: PrimExpr, n: int) -> tuple[PrimExpr]:
+                return (vec(mul(c, lanes), n),)
+            init = each_slot(1, width, lanes, lambda r, c, n: BufferStore(acc, at(c, n), splat(imm(0.0, "float32"), n)))
+
+            def tap(ky: PrimExpr, kx: PrimExpr) -> Stmt:
+                return each_slot(1, width, lanes, lambda r, c, n: BufferStore(acc, at(c, n), Call("fma", [
+                    splat(weight(ky, kx), n), pixels(ky, kx, add(q0, mul(c, lanes)), n), BufferLoad(acc, at(c, n))])))
+            taps = loop("ky", kernel[0], lambda ky: loop("kx", kernel[1], lambda kx: tap(ky, kx), "unrolled"), "unrolled")
+            out = each_slot(1, width, lanes, lambda r, c, n: BufferStore(
+                wide, (vec(add(q0, mul(c, lanes)), n),), BufferLoad(acc, at(c, n))))
+            return Allocate(acc, seq([init, taps, out]))
         span = STEP_VECTORS * lanes
         s = Var("s", INDEX)
-        steps = [For(s, const(0), const(positions // span), "serial",
-                     step(mul(s, span), [(t * lanes, lanes) for t in range(STEP_VECTORS)]))] if positions >= span else []
+        steps = [For(s, const(0), const(positions // span), "serial", step(mul(s, span), span))] \
+            if positions >= span else []
         if positions % span:
-            steps.append(step(const(positions - positions % span), chunks(positions % span, lanes)))
+            steps.append(step(const(positions - positions % span), positions % span))
         rows = For(y, const(0), const(oh), "serial", seq(row_pieces(ow, lanes, lambda x0, n: store(
             (b, c, y, vec(x0, n)), BufferLoad(wide, (vec(add(mul(y, wq), x0), n),))))))
         copies = [stmt for py in range(sh) for px in range(sw) for stmt in phase(py, px)]
@@ -130,7 +137,7 @@ def conv2d_depthwise(data: Tensor, w: Tensor, kernel_layout: str, kernel: tuple[
     return Scheduled(out_shape, dtype, emit, "conv2d")
 
 
-def weights_of(wb: Buffer, c: PrimExpr, kernel_layout: str) -> Callable[[int, int], PrimExpr]:
+def weights_of(wb: Buffer, c: PrimExpr, kernel_layout: str) -> Callable[[PrimExpr, PrimExpr], PrimExpr]:
     """Channel `c`'s weight at kernel position (ky, kx), read from `wb` in `kernel_layout`."""
-    return lambda ky, kx: BufferLoad(wb, in_blocked((c, const(0), const(ky), const(kx)), "OIHW", kernel_layout))
+    return lambda ky, kx: BufferLoad(wb, in_blocked((c, const(0), ky, kx), "OIHW", kernel_layout))
 
